@@ -1,0 +1,1 @@
+"""lmperf: where a Transformer language model spends GPU time and memory."""

@@ -1,0 +1,185 @@
+"""Time forward, forward+backward and full train steps of the Transformer LM.
+
+The method follows the CS336 handout: build the model and one random batch, run ``warmup_steps``
+untimed steps, then ``measured_steps`` timed ones, each bracketed by ``timeit.default_timer`` with
+``torch.cuda.synchronize()`` before the clock is read. The same steps are also bracketed by CUDA
+events, so the host timer can be checked against the device's own clock.
+"""
+
+import gc
+import timeit
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+
+import torch
+
+from lmperf.attention import get_attention
+from lmperf.measure.env import fingerprint
+from lmperf.measure.flops import MODES, peak_tflops, step_flops
+from lmperf.measure.stats import summarize_ms
+from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
+
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    size: str
+    context_length: int
+    batch_size: int = 4
+    precision: str = "fp32"
+    compile: bool = False
+    attention: str = "naive"
+    optimizer: str = "lmperf"
+    warmup_steps: int = 5
+    measured_steps: int = 10
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.warmup_steps < 0 or self.measured_steps < 1:
+            raise ValueError("warmup_steps must be >= 0 and measured_steps >= 1")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def autocast_context(precision: str, device: torch.device):
+    """bf16 autocast, or a no-op context for full fp32."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class StepTimes:
+    host_s: list[float]  # timeit.default_timer per measured step, synchronized
+    event_s: list[float]  # CUDA-event time of the same steps (empty on CPU)
+    first_step_s: float  # the very first call, warm-up or not: includes compilation and lazy init
+
+
+def time_steps(step: Callable[[], None], warmup_steps: int, measured_steps: int, device: torch.device) -> StepTimes:
+    """Run ``step`` warmup + measured times, synchronizing after each; return the measured times."""
+    cuda = device.type == "cuda"
+    host, events, first = [], [], None
+    for i in range(warmup_steps + measured_steps):
+        synchronize(device)
+        if cuda:
+            start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start_event.record()
+        start = timeit.default_timer()
+        step()
+        if cuda:
+            end_event.record()
+        synchronize(device)
+        elapsed = timeit.default_timer() - start
+        first = elapsed if first is None else first
+        if i >= warmup_steps:
+            host.append(elapsed)
+            if cuda:
+                events.append(start_event.elapsed_time(end_event) / 1e3)
+    return StepTimes(host, events, first)
+
+
+def make_step(mode: str, model: torch.nn.Module, optimizer, tokens, targets, precision: str, device) -> Callable[[], None]:
+    """The work of one step. 'forward' is inference (no autograd graph kept)."""
+    amp = lambda: autocast_context(precision, device)  # noqa: E731 - a fresh context per step
+
+    def forward():
+        with torch.no_grad(), amp():
+            model(tokens)
+
+    def forward_backward():
+        model.zero_grad(set_to_none=True)
+        with amp():
+            loss = cross_entropy(model(tokens), targets)
+        loss.backward()
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        with amp():
+            loss = cross_entropy(model(tokens), targets)
+        loss.backward()
+        optimizer.step()
+
+    return {"forward": forward, "forward_backward": forward_backward, "train_step": train_step}[mode]
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None = None) -> list[dict]:
+    """One tidy row per mode; out-of-memory becomes a row with status 'oom', not an exception."""
+    device = device or resolve_device()
+    cfg = model_config(spec.size, spec.context_length)
+    env = fingerprint(device)
+    peak = peak_tflops(env["device_name"], spec.precision)
+    config = {**asdict(spec), "compile": "compiled" if spec.compile else "eager"}
+    base = {"study": "e2e", **config, "params": None, "device": str(device),
+            "matmul_precision": torch.get_float32_matmul_precision()}
+
+    rows, model, optimizer, oom_note = [], None, None, ""
+    try:
+        model = TransformerLM(cfg, attention=get_attention(spec.attention), device=device)
+        base["params"] = count_parameters(model)
+        if spec.compile:
+            model.compile_blocks()
+        optimizer = make_optimizer(spec.optimizer, model.parameters())
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        tokens, targets = (
+            torch.randint(0, cfg.vocab_size, (spec.batch_size, spec.context_length), generator=generator).to(device)
+            for _ in range(2)
+        )
+    except torch.OutOfMemoryError as error:
+        oom_note = f"model construction: {str(error).splitlines()[0]}"
+    if oom_note:
+        _free(device)
+        return [{**base, "mode": m, "status": "oom", "note": oom_note, **env} for m in modes]
+
+    for mode in modes:
+        row = {**base, "mode": mode, "status": "ok", "note": ""}
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        try:
+            step = make_step(mode, model, optimizer, tokens, targets, spec.precision, device)
+            times = time_steps(step, spec.warmup_steps, spec.measured_steps, device)
+        except torch.OutOfMemoryError as error:
+            row.update(status="oom", note=str(error).splitlines()[0])
+        else:
+            row.update(_metrics(times, cfg, spec, mode, peak, device))
+        if row["status"] == "oom":
+            model.zero_grad(set_to_none=True)
+            optimizer.state.clear()
+            _free(device)
+        rows.append({**row, **env})
+    return rows
+
+
+def _metrics(times: StepTimes, cfg, spec: BenchmarkSpec, mode: str, peak: float | None, device) -> dict:
+    stats = summarize_ms(times.host_s)
+    flops = step_flops(cfg, spec.batch_size, spec.context_length, mode)
+    achieved = flops / (stats["mean_ms"] / 1e3) / 1e12
+    return {
+        **stats,
+        "event_mean_ms": summarize_ms(times.event_s)["mean_ms"] if times.event_s else float("nan"),
+        "first_step_ms": times.first_step_s * 1e3,
+        "tokens_per_s": spec.batch_size * spec.context_length / (stats["mean_ms"] / 1e3),
+        "model_tflop_per_step": flops / 1e12,
+        "achieved_tflops": achieved,
+        "peak_tflops": peak if peak is not None else float("nan"),
+        "mfu": achieved / peak if peak else float("nan"),
+        "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan"),
+        "step_times_ms": ";".join(f"{t * 1e3:.4f}" for t in times.host_s),
+    }

@@ -1,0 +1,1 @@
+"""Aggregate result CSVs, draw figures and render report/final.md; every number comes from a CSV."""

@@ -1,0 +1,49 @@
+"""Render report/final.md from the aggregated result CSVs; each study contributes one section."""
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from lmperf.report import e2e_section, precision_section
+
+
+def read(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def render(results: Path, grid: str) -> str:
+    e2e = read(results / "e2e.csv")
+    head = [
+        "# lmperf report",
+        "",
+        f"Grid `{grid}`. Every number and every measured statement below is rendered from the CSVs under "
+        "`results/`; nothing is typed by hand. Rerun with `snakemake --cores 1 report/final.md`.",
+        "",
+    ]
+    sections = [
+        e2e_section.render(e2e, read(results / "warmup.csv")),
+        precision_section.render(read(results / "precision" / "accumulation.csv")),
+    ]
+    return "\n".join(head + sections)
+
+
+def write_text_atomic(text: str, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--results", default="results", type=Path)
+    p.add_argument("--figures", default="report/figures", type=Path)
+    p.add_argument("--grid", default="")
+    p.add_argument("--out", default="report/final.md", type=Path)
+    args = p.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(render(args.results, args.grid), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+# End-to-end benchmarks: one target per (attention, size, context, precision, compile) point.
+
+E2E_CODE = code("model", "attention", "measure", "studies/e2e.py")
+
+E2E_TARGETS = expand(
+    "results/e2e/{attention}/{size}/ctx{ctx}/{precision}-{compile}.csv",
+    attention=E2E["attention"],
+    size=E2E["sizes"],
+    ctx=E2E["context_lengths"],
+    precision=E2E["precisions"],
+    compile=E2E["compile"],
+)
+
+WARMUP_TARGETS = expand(
+    "results/warmup/{size}/{mode}/w{warmup}.csv",
+    size=WARMUP["sizes"],
+    mode=WARMUP["modes"],
+    warmup=WARMUP["warmup_steps"],
+)
+
+
+rule e2e:
+    input:
+        E2E_CODE,
+    output:
+        "results/e2e/{attention}/{size}/ctx{ctx}/{precision}-{compile}.csv",
+    log:
+        "logs/e2e/{attention}/{size}/ctx{ctx}/{precision}-{compile}.log",
+    params:
+        compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
+        batch_size=E2E["batch_size"],
+        optimizer=E2E["optimizer"],
+        warmup_steps=E2E["warmup_steps"],
+        measured_steps=E2E["measured_steps"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.e2e --size {wildcards.size} --context-length {wildcards.ctx}"
+        " --precision {wildcards.precision} {params.compile_flag} --attention {wildcards.attention}"
+        " --batch-size {params.batch_size} --optimizer {params.optimizer}"
+        " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
+        " --out {output} > {log} 2>&1"
+
+
+rule warmup:
+    """Each (size, mode, warm-up count) in a fresh process, so warm-up 0 really starts cold."""
+    input:
+        E2E_CODE,
+    output:
+        "results/warmup/{size}/{mode}/w{warmup}.csv",
+    log:
+        "logs/warmup/{size}/{mode}/w{warmup}.log",
+    params:
+        ctx=WARMUP["context_length"],
+        measured_steps=WARMUP["measured_steps"],
+        batch_size=E2E["batch_size"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-length {params.ctx}"
+        " --modes {wildcards.mode} --batch-size {params.batch_size}"
+        " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"
+        " --out {output} > {log} 2>&1"

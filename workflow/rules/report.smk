@@ -1,0 +1,54 @@
+# Aggregate the per-target CSVs, draw the figures, render report/final.md.
+
+AGGREGATES = {"e2e": E2E_TARGETS, "warmup": WARMUP_TARGETS}
+
+E2E_FIGURES = expand(
+    "report/figures/{name}.png",
+    name=["e2e_time_vs_size", "e2e_backward_ratio", "e2e_bf16_speedup", "warmup_cv"],
+)
+
+
+rule aggregate:
+    input:
+        csvs=lambda wc: AGGREGATES[wc.study],
+        code=code("report/aggregate.py", "measure/rows.py"),
+    output:
+        "results/{study}.csv",
+    log:
+        "logs/aggregate/{study}.log",
+    wildcard_constraints:
+        study=alternatives(AGGREGATES),
+    shell:
+        "{PYTHON} -m lmperf.report.aggregate --out {output} {input.csvs} > {log} 2>&1"
+
+
+rule e2e_figures:
+    input:
+        e2e="results/e2e.csv",
+        warmup="results/warmup.csv",
+        code=code("report/e2e_figures.py", "report/e2e_analysis.py", "report/style.py"),
+    output:
+        E2E_FIGURES,
+    log:
+        "logs/figures/e2e.log",
+    shell:
+        "{PYTHON} -m lmperf.report.e2e_figures --e2e {input.e2e} --warmup {input.warmup}"
+        " --outdir report/figures > {log} 2>&1"
+
+
+rule report:
+    input:
+        e2e="results/e2e.csv",
+        warmup="results/warmup.csv",
+        accumulation="results/precision/accumulation.csv",
+        figures=E2E_FIGURES,
+        code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py", "report/precision_section.py"),
+    output:
+        "report/final.md",
+    log:
+        "logs/report.log",
+    params:
+        grid=GRID_NAME,
+    shell:
+        "{PYTHON} -m lmperf.report.render --grid {params.grid} --results results --figures report/figures"
+        " --out {output} > {log} 2>&1"
