@@ -45,7 +45,6 @@ def alternatives(values):
 
 wildcard_constraints:
     size=alternatives(set(E2E["sizes"]) | set(WARMUP["sizes"])),
-    ctx=r"\d+",
     precision="fp32|bf16",
     compile="eager|compiled",
     attention=alternatives(E2E["attention"]),

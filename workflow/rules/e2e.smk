@@ -1,12 +1,12 @@
-# End-to-end benchmarks: one target per (attention, size, context, precision, compile) point.
+# End-to-end benchmarks: one target (one process) per (attention, size, precision, compile),
+# sweeping the grid's context lengths inside.
 
 E2E_CODE = code("model", "attention", "measure", "studies/e2e.py")
 
 E2E_TARGETS = expand(
-    "results/e2e/{attention}/{size}/ctx{ctx}/{precision}-{compile}.csv",
+    "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
     attention=E2E["attention"],
     size=E2E["sizes"],
-    ctx=E2E["context_lengths"],
     precision=E2E["precisions"],
     compile=E2E["compile"],
 )
@@ -23,11 +23,12 @@ rule e2e:
     input:
         E2E_CODE,
     output:
-        "results/e2e/{attention}/{size}/ctx{ctx}/{precision}-{compile}.csv",
+        "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
     log:
-        "logs/e2e/{attention}/{size}/ctx{ctx}/{precision}-{compile}.log",
+        "logs/e2e/{attention}/{size}/{precision}-{compile}.log",
     params:
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
+        context_lengths=",".join(map(str, E2E["context_lengths"])),
         batch_size=E2E["batch_size"],
         optimizer=E2E["optimizer"],
         warmup_steps=E2E["warmup_steps"],
@@ -35,7 +36,7 @@ rule e2e:
     resources:
         gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.e2e --size {wildcards.size} --context-length {wildcards.ctx}"
+        "{PYTHON} -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
         " --precision {wildcards.precision} {params.compile_flag} --attention {wildcards.attention}"
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
@@ -57,7 +58,7 @@ rule warmup:
     resources:
         gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-length {params.ctx}"
+        "{PYTHON} -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
         " --modes {wildcards.mode} --batch-size {params.batch_size}"
         " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"
         " --out {output} > {log} 2>&1"

@@ -3,7 +3,11 @@
 The method follows the CS336 handout: build the model and one random batch, run ``warmup_steps``
 untimed steps, then ``measured_steps`` timed ones, each bracketed by ``timeit.default_timer`` with
 ``torch.cuda.synchronize()`` before the clock is read. The same steps are also bracketed by CUDA
-events, so the host timer can be checked against the device's own clock.
+events, so the host timer can be checked against the device's own clock. Python's garbage
+collector is paused while timing, as ``timeit`` does, so a collection never lands inside a step.
+
+One process sweeps several context lengths with one model: gradients and optimizer state are
+dropped between contexts, so each context starts from the same memory state.
 """
 
 import gc
@@ -26,7 +30,7 @@ PRECISIONS = ("fp32", "bf16")
 @dataclass(frozen=True)
 class BenchmarkSpec:
     size: str
-    context_length: int
+    context_lengths: tuple[int, ...]
     batch_size: int = 4
     precision: str = "fp32"
     compile: bool = False
@@ -40,6 +44,8 @@ class BenchmarkSpec:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.warmup_steps < 0 or self.measured_steps < 1:
             raise ValueError("warmup_steps must be >= 0 and measured_steps >= 1")
+        if not self.context_lengths or min(self.context_lengths) < 1:
+            raise ValueError(f"context_lengths must be positive, got {self.context_lengths}")
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -71,22 +77,27 @@ def time_steps(step: Callable[[], None], warmup_steps: int, measured_steps: int,
     """Run ``step`` warmup + measured times, synchronizing after each; return the measured times."""
     cuda = device.type == "cuda"
     host, events, first = [], [], None
-    for i in range(warmup_steps + measured_steps):
-        synchronize(device)
-        if cuda:
-            start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start_event.record()
-        start = timeit.default_timer()
-        step()
-        if cuda:
-            end_event.record()
-        synchronize(device)
-        elapsed = timeit.default_timer() - start
-        first = elapsed if first is None else first
-        if i >= warmup_steps:
-            host.append(elapsed)
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(warmup_steps + measured_steps):
+            synchronize(device)
             if cuda:
-                events.append(start_event.elapsed_time(end_event) / 1e3)
+                start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start_event.record()
+            start = timeit.default_timer()
+            step()
+            if cuda:
+                end_event.record()
+            synchronize(device)
+            elapsed = timeit.default_timer() - start
+            first = elapsed if first is None else first
+            if i >= warmup_steps:
+                host.append(elapsed)
+                if cuda:
+                    events.append(start_event.elapsed_time(end_event) / 1e3)
+    finally:
+        gc.enable()
     return StepTimes(host, events, first)
 
 
@@ -121,61 +132,63 @@ def _free(device: torch.device) -> None:
 
 
 def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None = None) -> list[dict]:
-    """One tidy row per mode; out-of-memory becomes a row with status 'oom', not an exception."""
+    """One tidy row per (context length, mode); out-of-memory becomes a row with status 'oom'."""
     device = device or resolve_device()
-    cfg = model_config(spec.size, spec.context_length)
+    cfg = model_config(spec.size, max(spec.context_lengths))
     env = fingerprint(device)
     peak = peak_tflops(env["device_name"], spec.precision)
-    config = {**asdict(spec), "compile": "compiled" if spec.compile else "eager"}
-    base = {"study": "e2e", **config, "params": None, "device": str(device),
-            "matmul_precision": torch.get_float32_matmul_precision()}
+    config = {k: v for k, v in asdict(spec).items() if k != "context_lengths"}
+    base = {"study": "e2e", **config, "compile": "compiled" if spec.compile else "eager", "params": None,
+            "device": str(device), "matmul_precision": torch.get_float32_matmul_precision()}
 
-    rows, model, optimizer, oom_note = [], None, None, ""
     try:
         model = TransformerLM(cfg, attention=get_attention(spec.attention), device=device)
-        base["params"] = count_parameters(model)
-        if spec.compile:
-            model.compile_blocks()
-        optimizer = make_optimizer(spec.optimizer, model.parameters())
-        generator = torch.Generator(device="cpu").manual_seed(0)
-        tokens, targets = (
-            torch.randint(0, cfg.vocab_size, (spec.batch_size, spec.context_length), generator=generator).to(device)
-            for _ in range(2)
-        )
     except torch.OutOfMemoryError as error:
-        oom_note = f"model construction: {str(error).splitlines()[0]}"
-    if oom_note:
+        note = f"model construction: {str(error).splitlines()[0]}"
         _free(device)
-        return [{**base, "mode": m, "status": "oom", "note": oom_note, **env} for m in modes]
+        return [{**base, "context_length": c, "mode": m, "status": "oom", "note": note, **env}
+                for c in spec.context_lengths for m in modes]
+    base["params"] = count_parameters(model)
+    if spec.compile:
+        model.compile_blocks()
+    optimizer = make_optimizer(spec.optimizer, model.parameters())
+    generator = torch.Generator(device="cpu").manual_seed(0)
 
-    for mode in modes:
-        row = {**base, "mode": mode, "status": "ok", "note": ""}
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        try:
-            step = make_step(mode, model, optimizer, tokens, targets, spec.precision, device)
-            times = time_steps(step, spec.warmup_steps, spec.measured_steps, device)
-        except torch.OutOfMemoryError as error:
-            row.update(status="oom", note=str(error).splitlines()[0])
-        else:
-            row.update(_metrics(times, cfg, spec, mode, peak, device))
-        if row["status"] == "oom":
+    rows = []
+    for ctx in spec.context_lengths:
+        shape = (spec.batch_size, ctx)
+        tokens = torch.randint(0, cfg.vocab_size, shape, generator=generator).to(device)
+        targets = torch.randint(0, cfg.vocab_size, shape, generator=generator).to(device)
+        for mode in modes:
+            row = {**base, "context_length": ctx, "mode": mode, "status": "ok", "note": ""}
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            try:
+                step = make_step(mode, model, optimizer, tokens, targets, spec.precision, device)
+                times = time_steps(step, spec.warmup_steps, spec.measured_steps, device)
+            except torch.OutOfMemoryError as error:
+                row.update(status="oom", note=str(error).splitlines()[0])
+            else:
+                row.update(_metrics(times, cfg, spec.batch_size, ctx, mode, peak, device))
+            rows.append({**row, **env})
+            del step
             model.zero_grad(set_to_none=True)
-            optimizer.state.clear()
             _free(device)
-        rows.append({**row, **env})
+        optimizer.state.clear()
+        del tokens, targets
+        _free(device)
     return rows
 
 
-def _metrics(times: StepTimes, cfg, spec: BenchmarkSpec, mode: str, peak: float | None, device) -> dict:
+def _metrics(times: StepTimes, cfg, batch_size: int, ctx: int, mode: str, peak: float | None, device) -> dict:
     stats = summarize_ms(times.host_s)
-    flops = step_flops(cfg, spec.batch_size, spec.context_length, mode)
+    flops = step_flops(cfg, batch_size, ctx, mode)
     achieved = flops / (stats["mean_ms"] / 1e3) / 1e12
     return {
         **stats,
         "event_mean_ms": summarize_ms(times.event_s)["mean_ms"] if times.event_s else float("nan"),
         "first_step_ms": times.first_step_s * 1e3,
-        "tokens_per_s": spec.batch_size * spec.context_length / (stats["mean_ms"] / 1e3),
+        "tokens_per_s": batch_size * ctx / (stats["mean_ms"] / 1e3),
         "model_tflop_per_step": flops / 1e12,
         "achieved_tflops": achieved,
         "peak_tflops": peak if peak is not None else float("nan"),

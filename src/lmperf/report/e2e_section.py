@@ -176,12 +176,12 @@ def render(e2e: pd.DataFrame, warmup: pd.DataFrame) -> str:
         "### bf16 autocast speed-up",
         "",
     ]
-    text, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up")
-    out += [text, ""]
+    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up")
+    out += [paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
-    text, gains = _speedup_paragraph(e2e, "compile", "eager", "compiled", "the torch.compile speed-up")
-    out += ["### torch.compile speed-up (eager time / compiled time)", "", text, ""]
+    paragraph, gains = _speedup_paragraph(e2e, "compile", "eager", "compiled", "the torch.compile speed-up")
+    out += ["### torch.compile speed-up (eager time / compiled time)", "", paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "precision")), ""]
     mfu = mfu_table(e2e)

@@ -1,7 +1,10 @@
-"""End-to-end benchmark of one (size, context, precision, compile, attention) point: one row per mode.
+"""End-to-end benchmark of one (size, precision, compile, attention) point over context lengths.
 
-    python -m lmperf.studies.e2e --size small --context-length 256 --precision bf16 --compile \
-        --warmup-steps 5 --measured-steps 10 --out results/e2e/naive/small/ctx256/bf16-compiled.csv
+One row per (context length, mode); one process per target, so the model is built (and compiled)
+once and process start-up is paid once per target rather than once per context.
+
+    python -m lmperf.studies.e2e --size small --context-lengths 128,256 --precision bf16 --compile \
+        --warmup-steps 5 --measured-steps 10 --out results/e2e/naive/small/bf16-compiled.csv
 """
 
 import argparse
@@ -11,10 +14,20 @@ from lmperf.measure import MODES, BenchmarkSpec, resolve_device, run_benchmark, 
 from lmperf.model import OPTIMIZERS, SIZES
 
 
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"context lengths must be positive, got {text!r}")
+    return values
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", required=True, choices=list(SIZES))
-    p.add_argument("--context-length", type=int, required=True)
+    p.add_argument("--context-lengths", type=_int_list, required=True, help="comma-separated, e.g. 128,256")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--compile", action="store_true", help="torch.compile each Transformer block")
@@ -36,14 +49,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     spec = BenchmarkSpec(
-        size=args.size, context_length=args.context_length, batch_size=args.batch_size,
+        size=args.size, context_lengths=args.context_lengths, batch_size=args.batch_size,
         precision=args.precision, compile=args.compile, attention=args.attention, optimizer=args.optimizer,
         warmup_steps=args.warmup_steps, measured_steps=args.measured_steps,
     )
     rows = run_benchmark(spec, modes=args.modes.split(","), device=resolve_device(args.device))
     for row in rows:
         row["study"] = args.study
-        print(f"{row['mode']:>16}  {row['status']:>4}  {row.get('mean_ms', float('nan')):10.3f} ms  {row['note']}")
+        print(f"ctx {row['context_length']:>6} {row['mode']:>16}  {row['status']:>4}  {row.get('mean_ms', float('nan')):10.3f} ms  {row['note']}")
     write_rows(rows, args.out)
 
 
