@@ -149,6 +149,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         return [{**base, "context_length": c, "mode": m, "status": "oom", "note": note, **env}
                 for c in spec.context_lengths for m in modes]
     base["params"] = count_parameters(model)
+    print(f"built {spec.size} ({base['params']:,} parameters) on {device}", flush=True)
     if spec.compile:
         model.compile_blocks()
     optimizer = make_optimizer(spec.optimizer, model.parameters())
@@ -171,6 +172,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             else:
                 row.update(_metrics(times, cfg, spec.batch_size, ctx, mode, peak, device))
             rows.append({**row, **env})
+            print(f"ctx {ctx:>6} {mode:>16} {row['status']:>4} {row.get('mean_ms', float('nan')):10.3f} ms {row['note']}", flush=True)
             del step
             model.zero_grad(set_to_none=True)
             _free(device)

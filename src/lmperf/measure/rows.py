@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -9,24 +10,32 @@ import pandas as pd
 STATUSES = ("ok", "oom", "skipped", "error")
 
 
-def write_csv_atomic(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write to a temporary file beside ``path``, fsync, then rename over it.
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside ``path``; on success rename it over ``path``, on error remove it.
 
     rename() within one directory is atomic on POSIX, so readers (and Snakemake after a SIGKILL)
-    see either no file or the whole file.
+    see either no file or the whole file. The file gets the usual umask permissions, not mkstemp's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            frame.to_csv(f, index=False)
-            f.flush()
-            os.fsync(f.fileno())
+        yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
+
+
+def write_csv_atomic(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        frame.to_csv(f, index=False)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def write_rows(rows: list[dict], path: str | os.PathLike) -> pd.DataFrame:

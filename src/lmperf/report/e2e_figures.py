@@ -1,57 +1,86 @@
-"""Figures of the end-to-end study: step time vs size, backward/forward ratio, bf16 speed-up, warm-up CV."""
+"""Figures of the end-to-end study: step time vs size, backward/forward ratio, bf16 speed-up, warm-up CV.
+
+Conventions shared by all: colour = context length, line style = precision (solid fp32, dashed
+bf16), x = model size on a log axis of parameter counts.
+"""
 
 import argparse
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from lmperf.report.e2e_analysis import backward_ratio, mean_times, ok, speedup
-from lmperf.report.style import MODE_LABELS, figure, save
+from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, save, size_axis
+
+
+def _legend(ax, colors, precisions=("fp32", "bf16")) -> None:
+    handles = [Line2D([], [], color=c, marker="o", label=f"ctx {ctx}") for ctx, c in colors.items()]
+    handles += [Line2D([], [], color="gray", ls=PRECISION_STYLE[p], label=p) for p in precisions]
+    ax.legend(handles=handles, fontsize=7)
 
 
 def time_vs_size(e2e: pd.DataFrame, path: Path) -> None:
+    """Rows: eager, compiled. Columns: forward, forward+backward, train step."""
     times = mean_times(e2e)
     modes = [m for m in MODE_LABELS if m in times.columns]
-    fig, axes = figure(ncols=len(modes))
-    for ax, mode in zip(axes, modes):
-        for (precision, compile_, ctx), group in times.groupby(["precision", "compile", "context_length"]):
-            group = group.sort_values("params")
-            style = "-" if precision == "fp32" else "--"
-            marker = "o" if compile_ == "eager" else "s"
-            ax.plot(group["params"] / 1e6, group[mode], style, marker=marker, label=f"ctx {ctx}, {precision}, {compile_}")
-        ax.set(xscale="log", yscale="log", xlabel="parameters (M)", ylabel="mean step time (ms)", title=MODE_LABELS[mode])
-    axes[-1].legend(fontsize=6, ncol=2)
+    compiles = [c for c in ("eager", "compiled") if c in set(times["compile"])]
+    colors = context_colors(times["context_length"])
+    fig, axes = figure(ncols=len(modes), nrows=len(compiles))
+    for row, compile_ in enumerate(compiles):
+        for col, mode in enumerate(modes):
+            ax = axes[row][col]
+            subset = times[times["compile"] == compile_]
+            for (precision, ctx), group in subset.groupby(["precision", "context_length"]):
+                group = group.sort_values("params")
+                ax.plot(group["params"] / 1e6, group[mode], PRECISION_STYLE[precision], marker="o", color=colors[ctx])
+            size_axis(ax, times)
+            ax.set(yscale="log", ylabel="mean step time (ms)", title=f"{MODE_LABELS[mode]}, {compile_}")
+    _legend(axes[0][0], colors)
     save(fig, path)
 
 
 def ratio_vs_size(e2e: pd.DataFrame, path: Path) -> None:
     ratios = backward_ratio(e2e)
-    fig, (ax,) = figure()
-    for (precision, compile_, ctx), group in ratios.groupby(["precision", "compile", "context_length"]):
-        group = group.sort_values("params")
-        ax.plot(group["params"] / 1e6, group["ratio"], "-o" if precision == "fp32" else "--s", label=f"ctx {ctx}, {precision}, {compile_}")
-    ax.axhline(3.0, color="gray", lw=0.8, ls=":")
-    ax.set(xscale="log", xlabel="parameters (M)", ylabel="(forward + backward) / forward", title="Cost of the backward pass")
-    ax.legend(fontsize=6, ncol=2)
+    compiles = [c for c in ("eager", "compiled") if c in set(ratios["compile"])]
+    colors = context_colors(ratios["context_length"])
+    fig, axes = figure(ncols=max(1, len(compiles)))
+    for ax, compile_ in zip(axes[0], compiles):
+        for (precision, ctx), group in ratios[ratios["compile"] == compile_].groupby(["precision", "context_length"]):
+            group = group.sort_values("params")
+            ax.plot(group["params"] / 1e6, group["ratio"], PRECISION_STYLE[precision], marker="o", color=colors[ctx])
+        ax.axhline(3.0, color="gray", lw=0.8, ls=":")
+        size_axis(ax, ratios)
+        ax.set(ylabel="(forward + backward) / forward", title=f"Cost of the backward pass ({compile_})")
+    _legend(axes[0][0], colors)
     save(fig, path)
 
 
 def bf16_speedup(e2e: pd.DataFrame, path: Path) -> None:
+    """Rows: eager, compiled. Columns: modes. One line per context."""
     gains = speedup(e2e, "precision", "fp32", "bf16")
-    fig, axes = figure(ncols=max(1, gains["compile"].nunique()))
-    for ax, (compile_, by_compile) in zip(axes, gains.groupby("compile")):
-        for (mode, ctx), group in by_compile.groupby(["mode", "context_length"]):
-            group = group.sort_values("params")
-            ax.plot(group["params"] / 1e6, group["speedup"], marker="o", label=f"{MODE_LABELS[mode]}, ctx {ctx}")
-        ax.axhline(1.0, color="gray", lw=0.8, ls=":")
-        ax.set(xscale="log", xlabel="parameters (M)", ylabel="fp32 time / bf16 time", title=f"bf16 autocast speed-up ({compile_})")
-        ax.legend(fontsize=6)
+    compiles = [c for c in ("eager", "compiled") if c in set(gains["compile"])]
+    modes = [m for m in MODE_LABELS if m in set(gains["mode"])]
+    colors = context_colors(gains["context_length"])
+    fig, axes = figure(ncols=max(1, len(modes)), nrows=max(1, len(compiles)))
+    for row, compile_ in enumerate(compiles):
+        for col, mode in enumerate(modes):
+            ax = axes[row][col]
+            subset = gains[(gains["compile"] == compile_) & (gains["mode"] == mode)]
+            for ctx, group in subset.groupby("context_length"):
+                group = group.sort_values("params")
+                ax.plot(group["params"] / 1e6, group["speedup"], marker="o", color=colors[ctx])
+            ax.axhline(1.0, color="gray", lw=0.8, ls=":")
+            size_axis(ax, gains)
+            ax.set(ylabel="fp32 time / bf16 time", title=f"bf16 speed-up: {MODE_LABELS[mode]}, {compile_}")
+    _legend(axes[0][0], colors, precisions=())
     save(fig, path)
 
 
 def warmup_cv(warmup: pd.DataFrame, path: Path) -> None:
     rows = ok(warmup)
-    fig, (ax,) = figure()
+    fig, axes = figure()
+    ax = axes[0][0]
     for (size, mode), group in rows.groupby(["size", "mode"]):
         group = group.sort_values("warmup_steps")
         ax.plot(group["warmup_steps"], 100 * group["cv"], marker="o", label=f"{size}, {MODE_LABELS[mode]}")

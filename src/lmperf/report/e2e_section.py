@@ -63,11 +63,19 @@ def _cv_sentence(e2e: pd.DataFrame) -> str:
     worst = rows.loc[rows["cv"].idxmax()]
     under = (rows["cv"] < 0.02).mean()
     verdict = "low" if under >= 0.9 else "not uniformly low"
-    return (
+    sentence = (
         f"Variation is {verdict}: with {int(worst['warmup_steps'])} warm-up steps, {pct(under)} of the {len(rows)} timed rows "
         f"have a coefficient of variation under 2%; the largest is {pct(worst['cv'], 2)} "
         f"({worst['size']}, ctx {worst['context_length']}, {worst['precision']}, {worst['compile']}, {MODE_LABELS[worst['mode']]})."
     )
+    noisy, steady = rows[rows["cv"] >= 0.02], rows[rows["cv"] < 0.02]
+    if len(noisy) and len(steady):
+        sentence += (
+            f" The noisy rows are the short steps: median step {num(noisy['median_ms'].median())} ms against "
+            f"{num(steady['median_ms'].median())} ms for rows under 2%. Where the host launches kernels slower than "
+            "the GPU finishes them, host-side jitter lands in the step time."
+        )
+    return sentence
 
 
 def _timer_sentence(e2e: pd.DataFrame) -> str:
@@ -199,6 +207,6 @@ def render(e2e: pd.DataFrame, warmup: pd.DataFrame) -> str:
         out += ["### Points that did not run", ""]
         for r in failed.itertuples():
             out.append(f"- {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, {MODE_LABELS[r.mode]}: "
-                       f"**{r.status}** — {r.note}")
+                       f"**{r.status}** — {str(r.note).split(' GPU ')[0]}")
         out.append("")
     return "\n".join(out)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmperf.measure.rows import atomic_path
 from lmperf.report import e2e_section, precision_section
 
 
@@ -28,12 +29,6 @@ def render(results: Path, grid: str) -> str:
     return "\n".join(head + sections)
 
 
-def write_text_atomic(text: str, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--results", default="results", type=Path)
@@ -41,8 +36,8 @@ def main(argv=None) -> None:
     p.add_argument("--grid", default="")
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(render(args.results, args.grid), args.out)
+    with atomic_path(args.out) as tmp:
+        tmp.write_text(render(args.results, args.grid))
 
 
 if __name__ == "__main__":

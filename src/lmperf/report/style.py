@@ -1,38 +1,53 @@
 """One look for every figure: headless backend, size, grid, and atomic PNG writes."""
 
 import os
-import tempfile
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from lmperf.measure.rows import atomic_path  # noqa: E402
+
 SIZE_ORDER = ["nano", "tiny", "small", "medium", "large", "xl", "2.7B"]
 MODE_LABELS = {"forward": "forward", "forward_backward": "forward + backward", "train_step": "train step"}
 
 
-def figure(ncols: int = 1, width: float = 5.0, height: float = 3.6):
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
-    for ax in axes[0]:
+def figure(ncols: int = 1, nrows: int = 1, width: float = 4.6, height: float = 3.4):
+    """A grid of axes (always 2-D: axes[row][col]) with light grid lines."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    for ax in axes.flat:
         ax.grid(True, which="both", alpha=0.3)
-    return fig, list(axes[0])
+    return fig, axes
 
 
 def save(fig, path: str | os.PathLike) -> None:
     """Save as PNG through a temporary file, so an interrupted run leaves no truncated image."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=130)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=130, format="png")
     finally:
-        Path(tmp).unlink(missing_ok=True)
         plt.close(fig)
+
+
+def context_colors(contexts) -> dict:
+    """One colour per context length, light to dark along a sequential colormap."""
+    contexts = sorted(set(contexts))
+    cmap = plt.get_cmap("viridis")
+    return {c: cmap(0.85 * i / max(1, len(contexts) - 1)) for i, c in enumerate(contexts)}
+
+
+PRECISION_STYLE = {"fp32": "-", "bf16": "--"}
+
+
+def size_axis(ax, frame) -> None:
+    """Log x axis of parameter counts, ticked and labelled with the size names."""
+    ticks = frame.drop_duplicates("size").sort_values("params")
+    ax.set_xscale("log")
+    ax.set_xticks(ticks["params"] / 1e6, ticks["size"])
+    ax.minorticks_off()
+    ax.set_xlabel("model size")
 
 
 def size_rank(sizes):

@@ -56,7 +56,6 @@ def main(argv=None) -> None:
     rows = run_benchmark(spec, modes=args.modes.split(","), device=resolve_device(args.device))
     for row in rows:
         row["study"] = args.study
-        print(f"ctx {row['context_length']:>6} {row['mode']:>16}  {row['status']:>4}  {row.get('mean_ms', float('nan')):10.3f} ms  {row['note']}")
     write_rows(rows, args.out)
 
 

@@ -1,0 +1,39 @@
+# make report: create .venv and run the pipeline on the default grid (grid: auto in config.yaml)
+# make test:   create .venv and run the tests (CPU only)
+# TORCH selects the torch requirement: the default pins the CPU build CI uses; on a GPU machine
+# use e.g. `make report TORCH=torch` or an existing environment (`make report VENV=/path/to/env`).
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+CORES ?= 1
+GPU ?= h100
+BIN := $(VENV)/bin
+
+.PHONY: env report test dryrun reference clean
+
+env: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q "$(TORCH)" -e ".[test,slurm]"
+	touch $@
+
+report: env
+	$(BIN)/snakemake --cores $(CORES) report/final.md
+
+test: env
+	$(BIN)/python -m pytest -q
+
+dryrun: env
+	$(BIN)/snakemake -n report/final.md
+
+# Copy a finished run (made by the pipeline, on real hardware) to report/reference/$(GPU)/.
+reference:
+	test -f report/final.md
+	rm -rf report/reference/$(GPU) && mkdir -p report/reference/$(GPU)
+	cp -r report/final.md report/figures report/reference/$(GPU)/
+	cp results/*.csv report/reference/$(GPU)/
+	mkdir -p report/reference/$(GPU)/precision && cp results/precision/*.csv report/reference/$(GPU)/precision/
+
+clean:
+	rm -rf results logs report/final.md report/figures .snakemake

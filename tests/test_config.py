@@ -1,0 +1,52 @@
+import copy
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from conftest import ROOT, copy_pipeline, snakemake
+
+SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
+CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def test_shipped_config_is_valid():
+    validate(copy.deepcopy(CONFIG), SCHEMA)
+
+
+def _with(path, value):
+    config = copy.deepcopy(CONFIG)
+    *parents, last = path
+    node = config
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return config
+
+
+@pytest.mark.parametrize("path, value, named", [
+    (["grids", "full", "e2e", "sizes"], ["small", "huge"], "'huge'"),
+    (["grids", "smoke", "e2e", "warmup_steps"], -1, "warmup_steps"),
+    (["grids", "smoke", "e2e", "measured_steps"], "ten", "measured_steps"),
+    (["grids", "full", "warmup", "context_length"], 0, "context_length"),
+    (["grid"], "medium", "grid"),
+])
+def test_bad_config_is_rejected_naming_the_key(path, value, named):
+    with pytest.raises(WorkflowError) as error:
+        validate(_with(path, value), SCHEMA)
+    assert named in str(error.value)
+
+
+def test_unknown_key_is_rejected():
+    config = _with(["grids", "smoke", "e2e", "steps"], 3)
+    with pytest.raises(WorkflowError, match="steps"):
+        validate(config, SCHEMA)
+
+
+def test_snakemake_refuses_a_bad_config_file(tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    (workdir / "bad.yaml").write_text(yaml.safe_dump(_with(["grids", "full", "e2e", "sizes"], ["gigantic"])))
+    proc = snakemake(workdir, "-n", "--configfile", "bad.yaml", check=False)
+    assert proc.returncode != 0
+    assert "gigantic" in proc.stdout + proc.stderr

@@ -1,0 +1,119 @@
+import os
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from lmperf.measure import BenchmarkSpec, peak_tflops, run_benchmark, step_flops, summarize_ms, time_steps, write_rows
+from lmperf.measure import harness
+from lmperf.model import model_config
+
+CPU = torch.device("cpu")
+
+
+def test_summarize_ms_against_hand_computed_values():
+    stats = summarize_ms([0.010, 0.012, 0.014, 0.020])
+    assert stats["mean_ms"] == pytest.approx(14.0)
+    assert stats["median_ms"] == pytest.approx(13.0)
+    assert stats["min_ms"] == pytest.approx(10.0)
+    assert stats["max_ms"] == pytest.approx(20.0)
+    assert stats["std_ms"] == pytest.approx(statistics.stdev([10, 12, 14, 20]))
+    assert stats["cv"] == pytest.approx(statistics.stdev([10, 12, 14, 20]) / 14.0)
+    with pytest.raises(ValueError):
+        summarize_ms([])
+
+
+def test_time_steps_runs_warmup_then_measured_steps():
+    calls = []
+    times = time_steps(lambda: calls.append(1), warmup_steps=3, measured_steps=4, device=CPU)
+    assert len(calls) == 7
+    assert len(times.host_s) == 4 and times.event_s == []
+    assert times.first_step_s > 0
+
+
+def test_step_flops_formula():
+    cfg = model_config("small", 128)
+    n_mm = 12 * (4 * 768 * 768 + 3 * 768 * 3072) + 768 * 10_000
+    forward = 2 * n_mm * 4 * 128 + 4 * 12 * 4 * 128**2 * 768
+    assert step_flops(cfg, 4, 128, "forward") == forward
+    assert step_flops(cfg, 4, 128, "train_step") == 3 * forward
+    with pytest.raises(ValueError, match="unknown mode"):
+        step_flops(cfg, 4, 128, "inference")
+
+
+def test_peak_table_is_specific_first():
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.4
+    assert peak_tflops("NVIDIA H100 PCIe", "bf16") == 756.0
+    assert peak_tflops("x86_64", "fp32") is None
+
+
+def test_spec_rejects_bad_values():
+    with pytest.raises(ValueError, match="precision"):
+        BenchmarkSpec("nano", (16,), precision="fp8")
+    with pytest.raises(ValueError, match="measured_steps"):
+        BenchmarkSpec("nano", (16,), measured_steps=0)
+    with pytest.raises(ValueError, match="context_lengths"):
+        BenchmarkSpec("nano", (0,))
+
+
+def test_benchmark_rows_are_tidy():
+    spec = BenchmarkSpec("nano", (8, 16), precision="bf16", warmup_steps=1, measured_steps=2)
+    rows = pd.DataFrame(run_benchmark(spec, device=CPU))
+    assert list(zip(rows["context_length"], rows["mode"])) == [
+        (ctx, mode) for ctx in (8, 16) for mode in ("forward", "forward_backward", "train_step")
+    ]
+    assert (rows["status"] == "ok").all()
+    assert (rows["mean_ms"] > 0).all() and (rows["tokens_per_s"] > 0).all()
+    assert rows["step_times_ms"].str.count(";").eq(1).all()  # two measured steps kept
+    for column in ("device_name", "torch_version", "cuda_version", "triton_version", "driver_version", "host", "commit"):
+        assert column in rows.columns
+    assert rows["params"].iloc[0] == 32 * 10_000 * 2 + 2 * (4 * 32 * 32 + 3 * 32 * 128 + 2 * 32) + 32
+
+
+def test_out_of_memory_becomes_a_row(monkeypatch):
+    def exploding_step(mode, *args):
+        if mode == "train_step":
+            def step():
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return step
+        return lambda: None
+
+    monkeypatch.setattr(harness, "make_step", exploding_step)
+    rows = run_benchmark(BenchmarkSpec("nano", (8,), warmup_steps=0, measured_steps=2), device=CPU)
+    status = {r["mode"]: r["status"] for r in rows}
+    assert status == {"forward": "ok", "forward_backward": "ok", "train_step": "oom"}
+    assert "Tried to allocate" in rows[-1]["note"]
+
+
+def test_out_of_memory_while_building_the_model(monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(harness, "TransformerLM", no_memory)
+    rows = run_benchmark(BenchmarkSpec("nano", (8, 16), measured_steps=2), device=CPU)
+    assert len(rows) == 6 and all(r["status"] == "oom" for r in rows)
+    assert rows[0]["note"].startswith("model construction")
+
+
+def test_write_rows_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "out.csv"
+    write_rows([{"a": 1, "status": "ok"}], path)
+    before = path.read_text()
+
+    def crash(self, f, **kwargs):
+        f.write("a,sta")  # half a file, then the process dies
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_rows([{"a": 2, "status": "ok"}], path)
+    assert path.read_text() == before  # the old result is intact
+    assert os.listdir(tmp_path) == ["out.csv"]  # and no temporary file is left
+
+
+def test_write_rows_requires_a_known_status(tmp_path):
+    with pytest.raises(ValueError, match="status"):
+        write_rows([{"a": 1, "status": "fine"}], tmp_path / "x.csv")
+    assert not Path(tmp_path / "x.csv").exists()

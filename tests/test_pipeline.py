@@ -1,0 +1,163 @@
+"""The pipeline end to end on the smoke grid: report from CSVs, stale targets, profiles, recovery."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import copy_pipeline, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's "Job stats" table; {} when nothing is to be done."""
+    if "Job stats:" not in output:
+        return {}
+    table = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def dry_run(workdir, *args) -> dict[str, int]:
+    proc = snakemake(workdir, "-n", "report/final.md", *args)
+    return planned_jobs(proc.stdout + proc.stderr)
+
+
+def clone_run(smoke_run, tmp_path):
+    """A copy of the finished smoke run (mtimes and .snakemake metadata kept) to edit freely."""
+    dest = tmp_path / "run"
+    shutil.copytree(smoke_run, dest, symlinks=True)
+    return dest
+
+
+def touch_source(path):
+    """Edit a source file (a comment), as a developer would; its mtime moves past every output."""
+    with open(path, "a") as f:
+        f.write("\n# edited by a test\n")
+    later = time.time() + 5
+    os.utime(path, (later, later))
+
+
+def markdown_tables(text: str, after: str) -> list[list[str]]:
+    """Body rows (cells stripped) of the first Markdown table after the line ``after``."""
+    lines = text.split(after, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_report_tables_are_the_csvs(smoke_run):
+    report = (smoke_run / "report/final.md").read_text()
+    e2e = pd.read_csv(smoke_run / "results/e2e.csv")
+    checked = 0
+    for precision in ("fp32", "bf16"):
+        for compile_ in ("eager", "compiled"):
+            for size, ctx, *cells, _max_cv in markdown_tables(report, f"**{precision}, {compile_}**"):
+                for mode, cell in zip(("forward", "forward_backward", "train_step"), cells):
+                    row = e2e[(e2e["size"] == size) & (e2e["context_length"] == int(ctx)) & (e2e["precision"] == precision)
+                              & (e2e["compile"] == compile_) & (e2e["mode"] == mode)].iloc[0]
+                    mean, std = (float(x) for x in cell.split(" ± "))
+                    assert mean == pytest.approx(row["mean_ms"], abs=0.005)
+                    assert std == pytest.approx(row["std_ms"], abs=0.005)
+                    checked += 1
+    assert checked == len(e2e) == 2 * 1 * 2 * 2 * 3  # sizes x contexts x precisions x compile x modes
+
+    # The computed sentence: median of (forward+backward)/forward over grid points.
+    times = e2e.pivot_table(index=["size", "context_length", "precision", "compile"], columns="mode", values="mean_ms")
+    median_ratio = (times["forward_backward"] / times["forward"]).median()
+    stated = float(re.search(r"Forward \+ backward takes \*\*([\d.]+)×\*\*", report).group(1))
+    assert stated == pytest.approx(median_ratio, abs=0.005)
+
+    accumulation = pd.read_csv(smoke_run / "results/precision/accumulation.csv")
+    fp16 = accumulation[accumulation["accumulator"] == "float16"].iloc[0]
+    assert f"{fp16['result']:.10f}" in report
+
+    for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
+        assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_fresh_pipeline_has_nothing_to_do(smoke_run):
+    proc = snakemake(smoke_run, "--cores", "1", "report/final.md", "--config", "grid=smoke")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
+    run = clone_run(smoke_run, tmp_path)
+    touch_source(run / "src/lmperf/model/transformer.py")
+    jobs = dry_run(run, "--config", "grid=smoke")
+    assert jobs == {"e2e": 8, "warmup": 8, "aggregate": 2, "e2e_figures": 1, "report": 1}
+    assert "accumulation" not in jobs  # needs no model
+
+
+def test_editing_plotting_code_reruns_only_figures_and_report(smoke_run, tmp_path):
+    run = clone_run(smoke_run, tmp_path)
+    touch_source(run / "src/lmperf/report/e2e_figures.py")
+    assert dry_run(run, "--config", "grid=smoke") == {"e2e_figures": 1, "report": 1}
+
+
+def test_editing_report_text_reruns_only_the_report(smoke_run, tmp_path):
+    run = clone_run(smoke_run, tmp_path)
+    touch_source(run / "src/lmperf/report/e2e_section.py")
+    assert dry_run(run, "--config", "grid=smoke") == {"report": 1}
+
+
+def test_full_grid_dag(tmp_path):
+    jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
+    # 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts; warm-up 1 size x 2 modes x 4
+    assert jobs == {"e2e": 20, "warmup": 8, "accumulation": 1, "aggregate": 2, "e2e_figures": 1, "report": 1}
+
+
+def test_slurm_profile_dry_run(tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    proc = snakemake(workdir, "-n", "--workflow-profile", "profiles/slurm", "report/final.md")
+    out = proc.stdout + proc.stderr
+    assert planned_jobs(out)["e2e"] == 20  # the profile selects the full grid
+    e2e_jobs = re.findall(r"rule e2e:.*?resources: ([^\n]+)", out, flags=re.S)
+    assert len(e2e_jobs) == 20
+    for resources in e2e_jobs:
+        assert "gpu=1" in resources and "gpu_model=h100" in resources and "tasks=1" in resources
+
+
+def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    target = "results/e2e/naive/nano/fp32-eager.csv"
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["grids"]["smoke"]["e2e"]["measured_steps"] = 10**6  # runs until killed
+    (workdir / "slow.yaml").write_text(yaml.safe_dump(config))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", "slow.yaml", "--config", "grid=smoke"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    log = workdir / "logs/e2e/naive/nano/fp32-eager.log"
+    deadline = time.time() + 120
+    while not (log.exists() and "built nano" in log.read_text()) and time.time() < deadline:
+        time.sleep(0.2)  # wait until the job has built its model and is measuring
+    assert log.exists(), "the job never started"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+    out_dir = workdir / "results/e2e/naive/nano"
+    assert not (workdir / target).exists()
+    assert not out_dir.exists() or not any(out_dir.iterdir())  # not even a temporary file
+
+    snakemake(workdir, "--unlock", "--cores", "1", target)  # Snakemake's own lock outlives a SIGKILL
+    snakemake(workdir, "--cores", "1", "--rerun-incomplete", target, "--config", "grid=smoke")
+    rows = pd.read_csv(workdir / target)
+    assert len(rows) == 3 and set(rows["status"]) == {"ok"}
