@@ -1,4 +1,9 @@
 import os
+
+# Triton picks its interpreter at import time; without a GPU, its kernels run on the CPU through it.
+if not os.path.exists("/dev/nvidia0"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import shutil
 import subprocess
 import sys

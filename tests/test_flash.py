@@ -1,0 +1,113 @@
+"""FlashAttention-2 (PyTorch tiles and Triton kernels) against a float64 reference.
+
+Without a GPU the Triton kernels run through TRITON_INTERPRET=1 (set in conftest), at small
+shapes with 16 x 16 tiles so that many tiles, partial edge tiles and the causal diagonal are hit.
+"""
+
+import math
+
+import pytest
+import torch
+
+from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
+from lmperf.attention.flash_triton import FlashAttentionTriton
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+IMPLEMENTATIONS = {"pytorch": FlashAttentionPyTorch, "triton": FlashAttentionTriton}
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-2}  # relative to the output's norm
+
+
+def reference(q, k, v, is_causal):
+    """O and L = logsumexp(S) in float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+    if is_causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v, torch.logsumexp(s, -1)
+
+
+def relative_error(x, ref):
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+def inputs(batch, n_q, n_k, d, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, n, d, generator=g).to(DEVICE, dtype).requires_grad_() for n in (n_q, n_k, n_k)]
+
+
+CASES = [  # batch, n_queries, n_keys, d, causal
+    (2, 37, 37, 16, True),
+    (2, 37, 37, 16, False),
+    (1, 64, 64, 32, True),   # exact tile multiples
+    (2, 20, 45, 32, False),  # n_queries != n_keys
+    (1, 50, 17, 64, False),
+    (1, 33, 33, 80, True),   # the 2.7B model's head size (padded to 128 inside)
+]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("batch, n_q, n_k, d, causal", CASES)
+def test_forward_and_backward_match_float64(impl, dtype, batch, n_q, n_k, d, causal):
+    q, k, v = inputs(batch, n_q, n_k, d, dtype, seed=n_q * 1000 + d)
+    o = IMPLEMENTATIONS[impl].apply(q, k, v, causal)
+    saved_l = o.grad_fn.saved_tensors[0]
+    grad_out = torch.randn_like(o)
+    o.backward(grad_out)
+
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_o, ref_l = reference(q64, k64, v64, causal)
+    ref_o.backward(grad_out.double())
+
+    tol = TOLERANCE[dtype]
+    assert o.dtype == dtype and o.shape == (batch, n_q, d)
+    assert relative_error(o, ref_o) < tol
+    assert saved_l.dtype == torch.float32 and saved_l.shape == (batch, n_q)
+    assert relative_error(saved_l, ref_l) < (1e-5 if dtype == torch.float32 else 1e-2)
+    for grad, ref_grad in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        assert torch.isfinite(grad).all()
+        assert relative_error(grad, ref_grad) < tol * 2
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_saves_exactly_l_q_k_v_o(impl):
+    q, k, v = inputs(1, 24, 24, 16, torch.float32, seed=1)
+    o = IMPLEMENTATIONS[impl].apply(q, k, v, True)
+    saved = o.grad_fn.saved_tensors
+    assert [tuple(t.shape) for t in saved] == [(1, 24), (1, 24, 16), (1, 24, 16), (1, 24, 16), (1, 24, 16)]
+    assert saved[1] is q or torch.equal(saved[1], q)
+    torch.testing.assert_close(saved[4], o)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_gradients_flow_when_output_is_partly_used(impl):
+    q, k, v = inputs(2, 40, 40, 16, torch.float32, seed=2)
+    o = IMPLEMENTATIONS[impl].apply(q, k, v, True)
+    o[:, 5:12].sum().backward()  # dO: ones on a slice, zeros elsewhere
+
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_o, _ = reference(q64, k64, v64, True)
+    ref_o[:, 5:12].sum().backward()
+    for grad, ref_grad in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        assert relative_error(grad, ref_grad) < 1e-4
+    # causal: keys after the last used query get no gradient at all
+    assert k.grad[:, 12:].abs().max() == 0 and v.grad[:, 12:].abs().max() == 0
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_broadcast_gradient_of_a_sum(impl):
+    """o.sum().backward() hands the kernels an expanded dO with zero strides."""
+    q, k, v = inputs(1, 30, 30, 32, torch.float32, seed=3)
+    IMPLEMENTATIONS[impl].apply(q, k, v, False).sum().backward()
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    reference(q64, k64, v64, False)[0].sum().backward()
+    assert relative_error(q.grad, q64.grad) < 1e-4
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_rejects_bad_shapes(impl):
+    q, k, v = inputs(1, 8, 9, 16, torch.float32, seed=4)
+    with pytest.raises(ValueError, match="causal"):
+        IMPLEMENTATIONS[impl].apply(q, k, v, True)
+    with pytest.raises(ValueError, match="batch, n, d"):
+        IMPLEMENTATIONS[impl].apply(q[0], k[0], v[0], False)
