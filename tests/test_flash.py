@@ -111,3 +111,20 @@ def test_rejects_bad_shapes(impl):
         IMPLEMENTATIONS[impl].apply(q, k, v, True)
     with pytest.raises(ValueError, match="batch, n, d"):
         IMPLEMENTATIONS[impl].apply(q[0], k[0], v[0], False)
+
+
+def test_kernels_compile_for_h100_with_inductor_argument_types():
+    """torch.compile hands Python floats to user Triton kernels as fp64; the kernels must still compile.
+
+    Compiles for sm_90 without a GPU (Triton's bundled ptxas), in a process without the interpreter.
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = Path(__file__).with_name("compile_flash_sm90.py")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("shared=") == 3

@@ -79,6 +79,7 @@ def _fwd_kernel(Q, K, V, O, L,
                 N_Q, N_K, scale_log2,
                 D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
                 BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    scale_log2 = tl.cast(scale_log2, tl.float32)  # under torch.compile a Python float arrives as fp64
     q_start = tl.program_id(0) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
@@ -131,6 +132,7 @@ def _bwd_dkdv_kernel(Q, K, V, dO, L, Delta, dK, dV,
                      D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
                      BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
     """One program per (key tile, batch element): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q."""
+    scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     k_start = tl.program_id(0) * BLOCK_K
     batch = tl.program_id(1).to(tl.int64)
     offs_k = k_start + tl.arange(0, BLOCK_K)
@@ -172,6 +174,7 @@ def _bwd_dq_kernel(Q, K, V, dO, L, Delta, dQ,
                    D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
                    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
     """One program per (query tile, batch element): dQ = scale * sum_k dS K."""
+    scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     q_start = tl.program_id(0) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)

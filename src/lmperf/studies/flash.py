@@ -1,0 +1,119 @@
+"""Attention kernels benchmarked side by side with triton.testing.do_bench (median of the timed runs).
+
+    python -m lmperf.studies.flash leaderboard --out results/flash/leaderboard.csv
+
+The leaderboard shape of CS336 Assignment 2: q, k, v = randn(3, 16, 16384, 64), bf16, causal;
+``torch.compile(FlashAttentionTriton.apply)``; ``o.sum().backward()``; do_bench(rep=10000,
+warmup=1000); the same for torch SDPA pinned to its flash and cuDNN backends, in the same process.
+FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from lmperf.attention import FlashAttentionPyTorch, naive_attention
+from lmperf.measure import fingerprint, write_rows
+
+PASSES = ("forward", "backward", "forward_backward")
+
+
+def attention_flops(batch: int, seq: int, d: int, causal: bool, pass_: str) -> float:
+    forward = 4 * batch * seq * seq * d / (2 if causal else 1)
+    return forward * {"forward": 1.0, "backward": 2.5, "forward_backward": 3.5}[pass_]
+
+
+def _sdpa(backend: SDPBackend):
+    def run(q, k, v, causal):
+        with sdpa_kernel(backend):  # pinned: fails rather than falling back to another backend
+            return F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=causal)[:, 0]
+    return run
+
+
+def implementations() -> dict:
+    """name -> attention(q, k, v, causal) on (batch, seq, d) tensors."""
+    from lmperf.attention import FlashAttentionTriton
+
+    compiled_triton = torch.compile(FlashAttentionTriton.apply)
+    compiled_naive = torch.compile(naive_attention)
+    return {
+        "ours_triton": lambda q, k, v, c: compiled_triton(q, k, v, c),
+        "ours_pytorch": lambda q, k, v, c: FlashAttentionPyTorch.apply(q, k, v, c),
+        "naive": lambda q, k, v, c: naive_attention(q, k, v, is_causal=c),
+        "naive_compiled": lambda q, k, v, c: compiled_naive(q, k, v, is_causal=c),
+        "sdpa_flash": _sdpa(SDPBackend.FLASH_ATTENTION),
+        "sdpa_cudnn": _sdpa(SDPBackend.CUDNN_ATTENTION),
+    }
+
+
+def time_pass(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
+    """Median milliseconds of one pass; gradients are reset between runs."""
+    from triton.testing import do_bench
+
+    grads = [q, k, v]
+    if pass_ == "forward":
+        with torch.no_grad():
+            return do_bench(lambda: attention(q, k, v, causal), warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    if pass_ == "backward":
+        out = attention(q, k, v, causal)
+        grad_out = torch.randn_like(out)
+        return do_bench(lambda: out.backward(grad_out, retain_graph=True), warmup=warmup_ms, rep=rep_ms,
+                        grad_to_none=grads, return_mode="median")
+    return do_bench(lambda: attention(q, k, v, causal).sum().backward(), warmup=warmup_ms, rep=rep_ms,
+                    grad_to_none=grads, return_mode="median")
+
+
+def relative_difference(attention, reference, q, k, v, causal: bool) -> float:
+    """Largest ||x - ref|| / ||ref|| over O, dQ, dK, dV against another implementation."""
+    results = []
+    for fn in (attention, reference):
+        q_, k_, v_ = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        out = fn(q_, k_, v_, causal)
+        out.float().sum().backward()
+        results.append([out.detach(), q_.grad, k_.grad, v_.grad])
+    return max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(*results))
+
+
+def leaderboard_rows(warmup_ms: int, rep_ms: int, batch=16, seq=16384, d=64) -> list[dict]:
+    device = torch.device("cuda")
+    env = fingerprint(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    q, k, v = torch.randn(3, batch, seq, d, device=device, dtype=torch.bfloat16, generator=generator).unbind(0)
+    q, k, v = (t.contiguous().requires_grad_() for t in (q, k, v))
+    impls = implementations()
+    rows = []
+    for name in ("ours_triton", "sdpa_flash", "sdpa_cudnn"):
+        diff = relative_difference(impls[name], impls["sdpa_flash"], q, k, v, True) if name != "sdpa_flash" else 0.0
+        for pass_ in ("forward", "forward_backward"):
+            row = {"study": "flash_leaderboard", "implementation": name, "pass": pass_, "batch": batch, "seq": seq,
+                   "d": d, "dtype": "bf16", "causal": True, "warmup_ms": warmup_ms, "rep_ms": rep_ms,
+                   "rel_diff_vs_sdpa_flash": diff, "status": "ok", "note": ""}
+            try:
+                ms = time_pass(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms)
+                row.update(median_ms=ms, tflops=attention_flops(batch, seq, d, True, pass_) / (ms / 1e3) / 1e12)
+            except torch.OutOfMemoryError as error:
+                row.update(status="oom", note=str(error).split(" GPU ")[0])
+            print(f"{name:>12} {pass_:>16} {row.get('median_ms', float('nan')):8.3f} ms "
+                  f"{row.get('tflops', float('nan')):7.1f} TFLOP/s  diff {diff:.2e}", flush=True)
+            rows.append({**row, **env})
+    return rows
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experiment", choices=["leaderboard"])
+    p.add_argument("--warmup-ms", type=int, default=1000)
+    p.add_argument("--rep-ms", type=int, default=10000)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        rows = [{"study": "flash_leaderboard", "status": "skipped", "note": "needs a CUDA GPU", **fingerprint(torch.device("cpu"))}]
+    else:
+        rows = leaderboard_rows(args.warmup_ms, args.rep_ms)
+    write_rows(rows, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Compile the FlashAttention Triton kernels for an H100 (sm_90) on a machine without a GPU.
+
+Run by test_flash.py in a subprocess without TRITON_INTERPRET. Float scalars are typed fp64, as
+torch.compile (inductor) passes them to user Triton kernels; prints shared memory per config.
+"""
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from lmperf.attention import flash_triton
+
+TARGET = GPUTarget("cuda", 90, 32)
+POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {"L": "*fp32", "Delta": "*fp32"}
+FLOATS = {"scale", "scale_log2"}
+
+
+def compile_for_sm90(kernel, **constexprs):
+    fn = kernel
+    while not isinstance(fn, triton.runtime.jit.JITFunction):  # unwrap autotune / heuristics
+        fn = fn.fn
+    signature = {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            signature[name] = "constexpr"
+        elif name in FLOATS:
+            signature[name] = "fp64"
+        elif name in POINTERS:
+            signature[name] = POINTERS[name]
+        else:
+            signature[name] = "i32"
+    source = ASTSource(fn=fn, signature=signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    compiled = triton.compile(source, target=TARGET, options={"num_warps": 4, "num_stages": 3})
+    print(f"{fn.__name__} {constexprs} shared={compiled.metadata.shared}")
+
+
+if __name__ == "__main__":
+    common = dict(D=64, D_PAD=64, IS_CAUSAL=True, PRECISION="tf32")
+    compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_K=True)
+    compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128)
+    compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64)
