@@ -13,6 +13,7 @@ validate(config, schema="workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/e2e.smk"
 include: "workflow/rules/precision.smk"
+include: "workflow/rules/flash.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -20,6 +21,7 @@ localrules:
     all,
     aggregate,
     e2e_figures,
+    flash_figures,
     report,
 
 

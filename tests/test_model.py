@@ -150,10 +150,30 @@ def test_train_step_lowers_the_loss():
     assert losses[-1] < losses[0]
 
 
-def test_sizes_table_is_the_schema_enum():
+def test_sizes_and_attentions_are_the_schema_enums():
     import yaml
 
     from conftest import ROOT
+    from lmperf.attention import ATTENTION
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     assert schema["$defs"]["size"]["enum"] == list(SIZES)
+    e2e = schema["$defs"]["grid"]["properties"]["e2e"]["properties"]
+    assert e2e["attention"]["items"]["enum"] == list(ATTENTION)
+    rules = (ROOT / "workflow/rules/e2e.smk").read_text()
+    assert all(f'"{name}":' in rules for name in ATTENTION)  # every variant names its sources
+
+
+@pytest.mark.parametrize("attention", ["flash_pytorch", "flash_triton", "sdpa"])
+def test_attention_variants_give_the_naive_model_outputs(attention):
+    from lmperf.attention import get_attention
+
+    torch.manual_seed(0)
+    cfg = model_config("nano", 24)
+    naive = TransformerLM(cfg)
+    other = TransformerLM(cfg, attention=get_attention(attention))
+    other.load_state_dict(naive.state_dict())
+    tokens = torch.randint(0, 10_000, (2, 24))
+    torch.testing.assert_close(other(tokens), naive(tokens), rtol=1e-4, atol=1e-4)
+    cross_entropy(other(tokens), tokens).backward()
+    assert all(p.grad is not None for p in other.parameters())

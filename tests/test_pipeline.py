@@ -71,16 +71,17 @@ def test_report_tables_are_the_csvs(smoke_run):
         for compile_ in ("eager", "compiled"):
             for size, ctx, *cells, _max_cv in markdown_tables(report, f"**{precision}, {compile_}**"):
                 for mode, cell in zip(("forward", "forward_backward", "train_step"), cells):
-                    row = e2e[(e2e["size"] == size) & (e2e["context_length"] == int(ctx)) & (e2e["precision"] == precision)
+                    row = e2e[(e2e["attention"] == "naive") & (e2e["size"] == size) & (e2e["context_length"] == int(ctx)) & (e2e["precision"] == precision)
                               & (e2e["compile"] == compile_) & (e2e["mode"] == mode)].iloc[0]
                     mean, std = (float(x) for x in cell.split(" ± "))
                     assert mean == pytest.approx(row["mean_ms"], abs=0.005)
                     assert std == pytest.approx(row["std_ms"], abs=0.005)
                     checked += 1
-    assert checked == len(e2e) == 2 * 1 * 2 * 2 * 3  # sizes x contexts x precisions x compile x modes
+    naive = e2e[e2e["attention"] == "naive"]
+    assert checked == len(naive) == 2 * 1 * 2 * 2 * 3  # sizes x contexts x precisions x compile x modes
 
     # The computed sentence: median of (forward+backward)/forward over grid points.
-    times = e2e.pivot_table(index=["size", "context_length", "precision", "compile"], columns="mode", values="mean_ms")
+    times = naive.pivot_table(index=["size", "context_length", "precision", "compile"], columns="mode", values="mean_ms")
     median_ratio = (times["forward_backward"] / times["forward"]).median()
     stated = float(re.search(r"Forward \+ backward takes \*\*([\d.]+)×\*\*", report).group(1))
     assert stated == pytest.approx(median_ratio, abs=0.005)
@@ -88,6 +89,16 @@ def test_report_tables_are_the_csvs(smoke_run):
     accumulation = pd.read_csv(smoke_run / "results/precision/accumulation.csv")
     fp16 = accumulation[accumulation["accumulator"] == "float16"].iloc[0]
     assert f"{fp16['result']:.10f}" in report
+
+    # The attention comparison: one row per point, naive and flash_pytorch train-step times from the CSV.
+    steps = e2e[e2e["mode"] == "train_step"].set_index(["attention", "size", "context_length", "precision", "compile"])
+    table_rows = markdown_tables(report, "### Attention in the model: naive vs flash_pytorch (train step)")
+    assert len(table_rows) == 8
+    for size, ctx, precision, compile_, naive_ms, flash_ms, *_ in table_rows:
+        point = (size, int(ctx), precision, compile_)
+        assert float(naive_ms) == pytest.approx(steps.loc[("naive", *point), "mean_ms"], abs=0.005)
+        assert float(flash_ms) == pytest.approx(steps.loc[("flash_pytorch", *point), "mean_ms"], abs=0.005)
+    assert "did not run on" in report.split("## FlashAttention", 1)[1]  # GPU-only benchmarks, skipped on a CPU
 
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -102,8 +113,8 @@ def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
     run = clone_run(smoke_run, tmp_path)
     touch_source(run / "src/lmperf/model/transformer.py")
     jobs = dry_run(run, "--config", "grid=smoke")
-    assert jobs == {"e2e": 8, "warmup": 8, "aggregate": 2, "e2e_figures": 1, "report": 1}
-    assert "accumulation" not in jobs  # needs no model
+    assert jobs == {"e2e": 16, "warmup": 8, "aggregate": 2, "e2e_figures": 1, "report": 1}
+    assert "accumulation" not in jobs and "flash_sweep" not in jobs  # need no model
 
 
 def test_editing_plotting_code_reruns_only_figures_and_report(smoke_run, tmp_path):
@@ -118,19 +129,29 @@ def test_editing_report_text_reruns_only_the_report(smoke_run, tmp_path):
     assert dry_run(run, "--config", "grid=smoke") == {"report": 1}
 
 
+def test_editing_the_triton_kernel_leaves_naive_targets_alone(smoke_run, tmp_path):
+    run = clone_run(smoke_run, tmp_path)
+    touch_source(run / "src/lmperf/attention/flash_triton.py")
+    # the smoke grid's e2e uses naive and flash_pytorch attention: neither runs the Triton kernel
+    assert dry_run(run, "--config", "grid=smoke") == {"flash_leaderboard": 1, "flash_sweep": 1, "aggregate": 1,
+                                                      "flash_figures": 1, "report": 1}
+
+
 def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
-    # 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts; warm-up 1 size x 2 modes x 4
-    assert jobs == {"e2e": 20, "warmup": 8, "accumulation": 1, "aggregate": 2, "e2e_figures": 1, "report": 1}
+    # e2e: 2 attentions x 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts;
+    # warm-up: 1 size x 2 modes x 4; flash sweep: 2 dtypes x 4 head sizes
+    assert jobs == {"e2e": 40, "warmup": 8, "accumulation": 1, "flash_leaderboard": 1, "flash_sweep": 8,
+                    "aggregate": 3, "e2e_figures": 1, "flash_figures": 1, "report": 1}
 
 
 def test_slurm_profile_dry_run(tmp_path):
     workdir = copy_pipeline(tmp_path)
     proc = snakemake(workdir, "-n", "--workflow-profile", "profiles/slurm", "report/final.md")
     out = proc.stdout + proc.stderr
-    assert planned_jobs(out)["e2e"] == 20  # the profile selects the full grid
+    assert planned_jobs(out)["e2e"] == 40  # the profile selects the full grid
     e2e_jobs = re.findall(r"rule e2e:.*?resources: ([^\n]+)", out, flags=re.S)
-    assert len(e2e_jobs) == 20
+    assert len(e2e_jobs) == 40
     for resources in e2e_jobs:
         assert "gpu=1" in resources and "gpu_model=h100" in resources and "tasks=1" in resources
 

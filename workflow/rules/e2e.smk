@@ -1,7 +1,20 @@
 # End-to-end benchmarks: one target (one process) per (attention, size, precision, compile),
 # sweeping the grid's context lengths inside.
 
-E2E_CODE = code("model", "attention", "measure", "studies/e2e.py")
+E2E_CODE = code("model", "attention/__init__.py", "measure", "studies/e2e.py")
+
+# Each attention variant's own source, so an edit to the Triton kernel leaves naive targets alone.
+ATTENTION_SOURCES = {
+    "naive": ["naive.py"],
+    "flash_triton": ["flash_triton.py", "flash_pytorch.py"],
+    "flash_pytorch": ["flash_pytorch.py"],
+    "sdpa": [],
+}
+
+
+def attention_code(wildcards):
+    return E2E_CODE + code(*(f"attention/{f}" for f in ATTENTION_SOURCES[wildcards.get("attention", "naive")]))
+
 
 E2E_TARGETS = expand(
     "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
@@ -21,7 +34,7 @@ WARMUP_TARGETS = expand(
 
 rule e2e:
     input:
-        E2E_CODE,
+        attention_code,
     output:
         "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
     log:
@@ -46,7 +59,7 @@ rule e2e:
 rule warmup:
     """Each (size, mode, warm-up count) in a fresh process, so warm-up 0 really starts cold."""
     input:
-        E2E_CODE,
+        attention_code,
     output:
         "results/warmup/{size}/{mode}/w{warmup}.csv",
     log:

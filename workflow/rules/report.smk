@@ -1,6 +1,6 @@
 # Aggregate the per-target CSVs, draw the figures, render report/final.md.
 
-AGGREGATES = {"e2e": E2E_TARGETS, "warmup": WARMUP_TARGETS}
+AGGREGATES = {"e2e": E2E_TARGETS, "warmup": WARMUP_TARGETS, "flash_sweep": FLASH_SWEEP_TARGETS}
 
 E2E_FIGURES = expand(
     "report/figures/{name}.png",
@@ -36,13 +36,28 @@ rule e2e_figures:
         " --outdir report/figures > {log} 2>&1"
 
 
+rule flash_figures:
+    input:
+        sweep="results/flash_sweep.csv",
+        code=code("report/flash_figures.py", "report/style.py"),
+    output:
+        "report/figures/flash_tflops.png",
+    log:
+        "logs/figures/flash.log",
+    shell:
+        "{PYTHON} -m lmperf.report.flash_figures --sweep {input.sweep} --out {output} > {log} 2>&1"
+
+
 rule report:
     input:
         e2e="results/e2e.csv",
         warmup="results/warmup.csv",
         accumulation="results/precision/accumulation.csv",
-        figures=E2E_FIGURES,
-        code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py", "report/precision_section.py"),
+        leaderboard="results/flash/leaderboard.csv",
+        flash_sweep="results/flash_sweep.csv",
+        figures=E2E_FIGURES + ["report/figures/flash_tflops.png"],
+        code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
+                  "report/precision_section.py", "report/flash_section.py"),
     output:
         "report/final.md",
     log:

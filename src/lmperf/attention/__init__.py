@@ -1,10 +1,40 @@
-"""Attention kernels with one signature, attention(q, k, v, is_causal) -> out, so the model can swap them."""
+"""Attention kernels with one signature, attention(q, k, v, is_causal) -> out on (batch, heads, seq, d),
+so the model can swap them. FlashAttention's own interface is (batch, seq, d): heads fold into batch.
+"""
+
+import torch
+import torch.nn.functional as F
 
 from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
 from lmperf.attention.naive import naive_attention, softmax
 
-ATTENTION = {"naive": naive_attention}
 
+def _fold_heads(function):
+    """Adapt a (batch, seq, d) attention.Function to the model's (batch, heads, seq, d) tensors."""
+    def attention(q, k, v, is_causal=False):
+        b, h, t, d = q.shape
+        out = function().apply(*(x.reshape(b * h, x.shape[-2], d) for x in (q, k, v)), is_causal)
+        return out.view(b, h, t, d)
+    return attention
+
+
+def _triton_function():
+    from lmperf.attention.flash_triton import FlashAttentionTriton  # imports triton: only when used
+
+    return FlashAttentionTriton
+
+
+def sdpa_attention(q, k, v, is_causal=False):
+    """torch's scaled_dot_product_attention, free to pick its fastest backend."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
+
+ATTENTION = {
+    "naive": naive_attention,
+    "flash_triton": _fold_heads(_triton_function),
+    "flash_pytorch": _fold_heads(lambda: FlashAttentionPyTorch),
+    "sdpa": sdpa_attention,
+}
 
 def get_attention(name: str):
     if name not in ATTENTION:
@@ -12,15 +42,13 @@ def get_attention(name: str):
     return ATTENTION[name]
 
 
-
-
 def __getattr__(name):
-    """FlashAttentionTriton imports triton, so it loads on first use only."""
     if name == "FlashAttentionTriton":
-        from lmperf.attention.flash_triton import FlashAttentionTriton
-
-        return FlashAttentionTriton
+        return _triton_function()
     raise AttributeError(name)
 
 
-__all__ = ["ATTENTION", "FlashAttentionPyTorch", "FlashAttentionTriton", "get_attention", "naive_attention", "softmax"]
+__all__ = [
+    "ATTENTION", "FlashAttentionPyTorch", "FlashAttentionTriton", "get_attention",
+    "naive_attention", "sdpa_attention", "softmax",
+]

@@ -1,6 +1,8 @@
 """Attention kernels benchmarked side by side with triton.testing.do_bench (median of the timed runs).
 
     python -m lmperf.studies.flash leaderboard --out results/flash/leaderboard.csv
+    python -m lmperf.studies.flash sweep --dtype bf16 --head-dim 64 --seq-lengths 128,256 \
+        --implementations ours_triton,sdpa_flash --out results/flash/sweep/bf16-d64.csv
 
 The leaderboard shape of CS336 Assignment 2: q, k, v = randn(3, 16, 16384, 64), bf16, causal;
 ``torch.compile(FlashAttentionTriton.apply)``; ``o.sum().backward()``; do_bench(rep=10000,
@@ -16,6 +18,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import fingerprint, write_rows
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 PASSES = ("forward", "backward", "forward_backward")
 
@@ -101,17 +105,68 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, batch=16, seq=16384, d=64) -> 
     return rows
 
 
+def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: int, batch: int = 1) -> list[dict]:
+    """Causal attention, batch 1: every implementation x pass at each sequence length.
+
+    Out-of-memory is a row; a backend that refuses the inputs (SDPA's flash kernels take no fp32)
+    is a skipped row with torch's reason. peak_mem_gib is the allocator's peak during the pass.
+    """
+    device = torch.device("cuda")
+    env = fingerprint(device)
+    impls = implementations()
+    rows = []
+    for seq in seq_lengths:
+        generator = torch.Generator(device=device).manual_seed(seq)
+        q, k, v = (torch.randn(batch, seq, d, device=device, dtype=DTYPES[dtype], generator=generator).requires_grad_()
+                   for _ in range(3))
+        for name in names:
+            for pass_ in PASSES:
+                row = {"study": "flash_sweep", "implementation": name, "pass": pass_, "batch": batch, "seq": seq,
+                       "d": d, "dtype": dtype, "causal": True, "warmup_ms": warmup_ms, "rep_ms": rep_ms,
+                       "status": "ok", "note": ""}
+                torch.cuda.reset_peak_memory_stats(device)
+                try:
+                    ms = time_pass(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms)
+                    row.update(median_ms=ms, tflops=attention_flops(batch, seq, d, True, pass_) / (ms / 1e3) / 1e12,
+                               peak_mem_gib=torch.cuda.max_memory_allocated(device) / 2**30)
+                except torch.OutOfMemoryError as error:
+                    row.update(status="oom", note=str(error).split(" GPU ")[0])
+                except RuntimeError as error:
+                    if not name.startswith("sdpa") or "No available kernel" not in str(error):
+                        raise
+                    row.update(status="skipped", note=str(error).splitlines()[0])
+                q.grad = k.grad = v.grad = None
+                torch.cuda.empty_cache()
+                print(f"seq {seq:>6} {name:>15} {pass_:>16} {row['status']:>7} {row.get('median_ms', float('nan')):10.3f} ms", flush=True)
+                rows.append({**row, **env})
+    return rows
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")]
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("experiment", choices=["leaderboard"])
+    p.add_argument("experiment", choices=["leaderboard", "sweep"])
     p.add_argument("--warmup-ms", type=int, default=1000)
     p.add_argument("--rep-ms", type=int, default=10000)
+    p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--seq-lengths", type=_int_list, default=[128, 1024])
+    p.add_argument("--implementations", default="ours_triton,sdpa_flash,sdpa_cudnn")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    study = f"flash_{args.experiment}"
     if not torch.cuda.is_available():
-        rows = [{"study": "flash_leaderboard", "status": "skipped", "note": "needs a CUDA GPU", **fingerprint(torch.device("cpu"))}]
-    else:
+        device = torch.device("cpu")
+        rows = [{"study": study, "status": "skipped", "note": "needs a CUDA GPU (do_bench times with CUDA events)",
+                 **fingerprint(device)}]
+    elif args.experiment == "leaderboard":
         rows = leaderboard_rows(args.warmup_ms, args.rep_ms)
+    else:
+        rows = sweep_rows(args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","),
+                          args.warmup_ms, args.rep_ms)
     write_rows(rows, args.out)
 
 

@@ -1,0 +1,77 @@
+"""The report's "FlashAttention" section: the leaderboard shape and the sweep, from data."""
+
+import pandas as pd
+
+from lmperf.report.e2e_analysis import ok
+from lmperf.report.markdown import num, table, text
+
+PASS_LABELS = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward"}
+
+
+def _skipped(frame: pd.DataFrame, what: str) -> str | None:
+    if len(ok(frame)):
+        return None
+    first = frame.iloc[0]
+    return f"The {what} did not run on **{text(first['device_name'])}**: {text(first['note'])}."
+
+
+def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str) -> str:
+    ours = rows[(rows["implementation"] == "ours_triton") & (rows["pass"] == pass_)]
+    theirs = rows[(rows["implementation"] == other) & (rows["pass"] == pass_)]
+    if ours.empty or theirs.empty:
+        return ""
+    ratio = theirs["median_ms"].iloc[0] / ours["median_ms"].iloc[0]
+    verdict = "faster than" if ratio > 1 else "slower than"
+    return (f"{PASS_LABELS[pass_].capitalize()}: ours takes {num(ours['median_ms'].iloc[0], 3)} ms, "
+            f"{num(ratio)}× the speed of {other} ({num(theirs['median_ms'].iloc[0], 3)} ms) — {verdict} it.")
+
+
+def leaderboard(frame: pd.DataFrame) -> list[str]:
+    out = ["### Leaderboard shape (batch 16, seq 16384, d 64, bf16, causal)", ""]
+    skipped = _skipped(frame, "leaderboard benchmark")
+    if skipped:
+        return out + [skipped, ""]
+    rows = ok(frame)
+    first = rows.iloc[0]
+    shown = pd.DataFrame({
+        "implementation": rows["implementation"], "pass": rows["pass"].map(PASS_LABELS),
+        "median (ms)": rows["median_ms"].map(lambda x: num(x, 3)), "TFLOP/s": rows["tflops"].map(lambda x: num(x, 1)),
+        "max rel. diff. vs sdpa_flash (O, dQ, dK, dV)": rows["rel_diff_vs_sdpa_flash"].map(lambda x: f"{x:.2e}"),
+    })
+    sentences = [_ratio_sentence(rows, p, other) for p in ("forward_backward", "forward") for other in ("sdpa_flash", "sdpa_cudnn")]
+    return out + [
+        f"`triton.testing.do_bench` median, warm-up {first['warmup_ms']} ms, repetitions for {first['rep_ms']} ms; "
+        "ours is `torch.compile(FlashAttentionTriton.apply)`, and `o.sum().backward()` for the backward.",
+        "", table(shown), "", *[s for s in sentences if s], "",
+    ]
+
+
+def sweep(frame: pd.DataFrame) -> list[str]:
+    out = ["### Sweep (batch 1, causal)", ""]
+    skipped = _skipped(frame, "sweep")
+    if skipped:
+        return out + [skipped, ""]
+    rows = ok(frame)
+    fb = rows[rows["pass"] == "forward_backward"]
+    for (dtype, d), group in fb.groupby(["dtype", "d"]):
+        wide = group.pivot_table(index="seq", columns="implementation", values="median_ms").reset_index()
+        out += [f"**forward + backward (ms), {dtype}, d = {d}**", "",
+                table(wide.map(lambda x: num(x, 3) if isinstance(x, float) else str(x))), ""]
+    ours = fb[fb["implementation"] == "ours_triton"].sort_values("seq")
+    if len(ours) >= 2:
+        last, before = ours.iloc[-1], ours.iloc[-2]
+        growth = last["peak_mem_gib"] / before["peak_mem_gib"]
+        seq_growth = last["seq"] / before["seq"]
+        shape = "linear" if growth < 1.5 * seq_growth else "faster than linear"
+        out += [f"Peak memory of ours, forward + backward: {num(before['peak_mem_gib'], 3)} GiB at seq {int(before['seq'])} and "
+                f"{num(last['peak_mem_gib'], 3)} GiB at seq {int(last['seq'])}: ×{num(growth)} for ×{num(seq_growth)} "
+                f"the sequence, i.e. {shape} in sequence length.", ""]
+    not_run = frame[frame["status"] != "ok"]
+    if len(not_run):
+        out += [f"{len(not_run)} sweep rows did not run: "
+                + "; ".join(sorted({f"{r.implementation} {r.dtype}: {r.status}" for r in not_run.itertuples()})) + ".", ""]
+    return out + ["![FlashAttention throughput](figures/flash_tflops.png)", ""]
+
+
+def render(leaderboard_frame: pd.DataFrame, sweep_frame: pd.DataFrame) -> str:
+    return "\n".join(["## FlashAttention", "", *leaderboard(leaderboard_frame), *sweep(sweep_frame)])

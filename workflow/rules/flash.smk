@@ -1,0 +1,49 @@
+# FlashAttention-2 benchmarks: the leaderboard shape and a sweep per (dtype, head size). GPU-only;
+# on a CPU each target is a row with status "skipped".
+
+FLASH = GRID["flash"]
+FLASH_CODE = code("attention", "measure", "studies/flash.py")
+
+FLASH_SWEEP_TARGETS = expand(
+    "results/flash/sweep/{dtype}-d{d}.csv", dtype=FLASH["sweep"]["dtypes"], d=FLASH["sweep"]["head_dims"]
+)
+
+
+rule flash_leaderboard:
+    input:
+        FLASH_CODE,
+    output:
+        "results/flash/leaderboard.csv",
+    log:
+        "logs/flash/leaderboard.log",
+    params:
+        warmup_ms=FLASH["leaderboard"]["warmup_ms"],
+        rep_ms=FLASH["leaderboard"]["rep_ms"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.flash leaderboard --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms}"
+        " --out {output} > {log} 2>&1"
+
+
+rule flash_sweep:
+    input:
+        FLASH_CODE,
+    output:
+        "results/flash/sweep/{dtype}-d{d}.csv",
+    log:
+        "logs/flash/sweep/{dtype}-d{d}.log",
+    wildcard_constraints:
+        dtype="bf16|fp32",
+        d=r"\d+",
+    params:
+        seq_lengths=",".join(map(str, FLASH["sweep"]["seq_lengths"])),
+        implementations=",".join(FLASH["sweep"]["implementations"]),
+        warmup_ms=FLASH["sweep"]["warmup_ms"],
+        rep_ms=FLASH["sweep"]["rep_ms"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
+        " --seq-lengths {params.seq_lengths} --implementations {params.implementations}"
+        " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --out {output} > {log} 2>&1"
