@@ -1,0 +1,144 @@
+"""Data-parallel wrappers, from the simplest to the one torch ships in spirit.
+
+All of them broadcast rank 0's parameters and buffers at construction, expose the wrapped model as
+``.module``, forward ``*args, **kwargs`` unchanged, and average gradients across ranks in
+``finish_gradient_synchronization()`` (call it after ``backward()``, before ``optimizer.step()``).
+Only parameters with ``requires_grad`` take part, in ``named_parameters()`` order; tied
+parameters appear once there, so they are reduced once.
+
+- DDPNaive: one blocking all-reduce per parameter after backward.
+- DDPFlat: one all-reduce of all gradients flattened into one buffer.
+- DDPIndividualParameters: one asynchronous all-reduce per parameter, launched by a
+  post-accumulate-grad hook as soon as that gradient is final, so communication overlaps backward.
+- DDPBucketed: the same overlap with gradients grouped into buckets of at most bucket_size_mb,
+  filled in reverse parameter order (roughly the order backward produces them).
+"""
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+
+class _DataParallel(nn.Module):
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+        self.world_size = dist.get_world_size()
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                dist.broadcast(tensor, src=0)
+        self.params = [p for _, p in module.named_parameters() if p.requires_grad]
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def _grads(self, params) -> list[torch.Tensor]:
+        """Each parameter's gradient; a parameter the step did not use contributes zeros on every rank."""
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        return [p.grad for p in params]
+
+
+class DDPNaive(_DataParallel):
+    def finish_gradient_synchronization(self) -> None:
+        for grad in self._grads(self.params):
+            dist.all_reduce(grad)
+            grad.div_(self.world_size)
+
+
+class DDPFlat(_DataParallel):
+    def finish_gradient_synchronization(self) -> None:
+        grads = self._grads(self.params)
+        flat = _flatten_dense_tensors(grads)
+        dist.all_reduce(flat)
+        flat.div_(self.world_size)
+        for grad, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            grad.copy_(synced)
+
+
+class DDPIndividualParameters(_DataParallel):
+    def __init__(self, module: nn.Module):
+        super().__init__(module)
+        self._pending: list[tuple[dist.Work, torch.Tensor]] = []
+        self._launched: set[int] = set()
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(self._launch)
+
+    def _launch(self, param: torch.Tensor) -> None:
+        self._launched.add(id(param))
+        self._pending.append((dist.all_reduce(param.grad, async_op=True), param.grad))
+
+    def finish_gradient_synchronization(self) -> None:
+        for p in self.params:  # parameters backward never reached
+            if id(p) not in self._launched:
+                self._launch(p) if p.grad is not None else self._launch_zero(p)
+        for work, grad in self._pending:
+            work.wait()
+            grad.div_(self.world_size)
+        self._pending.clear()
+        self._launched.clear()
+
+    def _launch_zero(self, param: torch.Tensor) -> None:
+        param.grad = torch.zeros_like(param)
+        self._launch(param)
+
+
+class DDPBucketed(_DataParallel):
+    """bucket_size_mb=None puts every gradient in one bucket."""
+
+    def __init__(self, module: nn.Module, bucket_size_mb: float | None):
+        super().__init__(module)
+        self.buckets = make_buckets(self.params, bucket_size_mb)
+        self._bucket_of = {id(p): i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.on_train_batch_start()
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(self._ready)
+
+    def on_train_batch_start(self) -> None:
+        self._ready_count = [0] * len(self.buckets)
+        self._pending: list[tuple[dist.Work, torch.Tensor, int]] = []
+
+    def _ready(self, param: torch.Tensor) -> None:
+        index = self._bucket_of[id(param)]
+        self._ready_count[index] += 1
+        if self._ready_count[index] == len(self.buckets[index]):
+            self._launch(index)
+
+    def _launch(self, index: int) -> None:
+        flat = _flatten_dense_tensors(self._grads(self.buckets[index]))
+        self._pending.append((dist.all_reduce(flat, async_op=True), flat, index))
+
+    def finish_gradient_synchronization(self) -> None:
+        launched = {index for _, _, index in self._pending}
+        for index in range(len(self.buckets)):  # buckets with a parameter backward never reached
+            if index not in launched:
+                self._launch(index)
+        for work, flat, index in self._pending:
+            work.wait()
+            flat.div_(self.world_size)
+            grads = [p.grad for p in self.buckets[index]]
+            for grad, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+                grad.copy_(synced)
+        self.on_train_batch_start()
+
+
+def make_buckets(params: list[torch.Tensor], bucket_size_mb: float | None) -> list[list[torch.Tensor]]:
+    """Consecutive groups of parameters, in reverse order, each of at most bucket_size_mb megabytes
+    (1 MB = 2^20 bytes); a parameter larger than that forms a bucket of its own."""
+    ordered = list(reversed(params))
+    if bucket_size_mb is None:
+        return [ordered] if ordered else []
+    limit = bucket_size_mb * 2**20
+    buckets, current, size = [], [], 0
+    for p in ordered:
+        nbytes = p.numel() * p.element_size()
+        if current and size + nbytes > limit:
+            buckets.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += nbytes
+    if current:
+        buckets.append(current)
+    return buckets

@@ -1,0 +1,183 @@
+"""DDP variants and the sharded optimizer on CPU with gloo, 2 processes, against single-process training."""
+
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from lmperf.distributed import (
+    DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer, make_buckets, run_workers,
+)
+
+WORLD = 2
+STEPS = 5
+BATCH = 8  # global batch; each rank trains on BATCH / WORLD of it
+
+
+class ToyModel(nn.Module):
+    """Three linear layers and a frozen parameter that must be left alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 16, bias=False)
+        self.fc2 = nn.Linear(16, 32)
+        self.fc3 = nn.Linear(32, 5)
+        self.frozen = nn.Parameter(torch.randn(5), requires_grad=False)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x))))) + self.frozen
+
+
+class TiedModel(nn.Module):
+    """An embedding whose weight is also the output head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 8)
+        self.mix = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 20, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.head(torch.tanh(self.mix(self.embed(tokens))))
+
+
+MODELS = {"toy": ToyModel, "tied": TiedModel}
+VARIANTS = {
+    "naive": DDPNaive,
+    "flat": DDPFlat,
+    "individual": DDPIndividualParameters,
+    "bucketed_one": lambda m: DDPBucketed(m, bucket_size_mb=None),
+    "bucketed_two": lambda m: DDPBucketed(m, bucket_size_mb=2800 / 2**20),  # 2800 bytes: two buckets for the toy model
+    "bucketed_per_tensor": lambda m: DDPBucketed(m, bucket_size_mb=1e-9),
+}
+
+
+def batch(model_name: str):
+    g = torch.Generator().manual_seed(123)
+    if model_name == "toy":
+        return torch.randn(BATCH, 10, generator=g), torch.randn(BATCH, 5, generator=g)
+    return torch.randint(0, 20, (BATCH, 6), generator=g), torch.randint(0, 20, (BATCH, 6), generator=g)
+
+
+def loss_fn(model_name, out, y):
+    if model_name == "toy":
+        return ((out - y) ** 2).mean()
+    return nn.functional.cross_entropy(out.reshape(-1, 20), y.reshape(-1))
+
+
+def train_single(model_name: str) -> dict:
+    torch.manual_seed(0)
+    model = MODELS[model_name]()
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    x, y = batch(model_name)
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss_fn(model_name, model(x), y).backward()
+        opt.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _train_ddp(rank, world, results_dir):
+    for model_name in MODELS:
+        for variant, wrap in VARIANTS.items():
+            torch.manual_seed(0 if rank == 0 else 99)  # other ranks start elsewhere: DDP must broadcast
+            model = wrap(MODELS[model_name]())
+            opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+            x, y = batch(model_name)
+            shard = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
+            for _ in range(STEPS):
+                if hasattr(model, "on_train_batch_start"):
+                    model.on_train_batch_start()
+                opt.zero_grad()
+                loss_fn(model_name, model(x[shard]), y[shard]).backward()
+                model.finish_gradient_synchronization()
+                opt.step()
+            state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
+            torch.save(state, results_dir / f"{model_name}-{variant}-rank{rank}.pt")
+
+
+@pytest.fixture(scope="module")
+def ddp_results(tmp_path_factory):
+    results_dir = tmp_path_factory.mktemp("ddp")
+    run_workers(_train_ddp, WORLD, results_dir, timeout_s=300)
+    return results_dir
+
+
+@pytest.mark.parametrize("model_name", MODELS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_ddp_matches_single_process_training(ddp_results, model_name, variant):
+    expected = train_single(model_name)
+    for rank in range(WORLD):
+        got = torch.load(ddp_results / f"{model_name}-{variant}-rank{rank}.pt")
+        assert got.keys() == expected.keys()
+        for name in expected:
+            torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-6, msg=f"{variant} {name} rank {rank}")
+
+
+def test_bucket_layouts():
+    model = ToyModel()
+    params = [p for p in model.parameters() if p.requires_grad]
+    assert [len(b) for b in make_buckets(params, None)] == [len(params)]
+    per_tensor = make_buckets(params, 1e-9)
+    assert [len(b) for b in per_tensor] == [1] * len(params)
+    assert per_tensor[0][0] is params[-1]  # filled in reverse parameter order
+    two = make_buckets(params, 2800 / 2**20)
+    assert len(two) == 2 and sum(len(b) for b in two) == len(params)
+    assert [len(b) for b in two] == [3, 2] and all(sum(p.numel() * 4 for p in b) <= 2800 for b in two)
+
+
+def _sharded_vs_adamw(rank, world, results_dir):
+    torch.manual_seed(0)
+    model = ToyModel()
+    reference = ToyModel()
+    reference.load_state_dict(model.state_dict())
+    params = [p for p in model.parameters() if p.requires_grad]
+    sharded = ShardedOptimizer(params[:3], torch.optim.AdamW, lr=1e-2, weight_decay=0.1)
+    sharded.add_param_group({"params": params[3:]})  # parameters added later are assigned too
+    plain = torch.optim.AdamW([p for p in reference.parameters() if p.requires_grad], lr=1e-2, weight_decay=0.1)
+    x, y = batch("toy")
+    for _ in range(10):
+        for m, opt in ((model, sharded), (reference, plain)):
+            opt.zero_grad()
+            loss_fn("toy", m(x), y).backward()
+            opt.step()
+    local = sum(p.numel() for group in sharded.local_optimizer.param_groups for p in group["params"])
+    torch.save({"model": model.state_dict(), "reference": reference.state_dict(), "local": local,
+                "total": sum(p.numel() for p in params)}, results_dir / f"sharded-rank{rank}.pt")
+
+
+def test_sharded_optimizer_matches_adamw(tmp_path):
+    run_workers(_sharded_vs_adamw, WORLD, tmp_path, timeout_s=120)
+    locals_ = []
+    for rank in range(WORLD):
+        out = torch.load(tmp_path / f"sharded-rank{rank}.pt")
+        for name, value in out["reference"].items():
+            torch.testing.assert_close(out["model"][name], value, rtol=1e-7, atol=0)
+        locals_.append(out["local"])
+    assert sum(locals_) == out["total"]  # every parameter is stepped by exactly one rank
+    assert max(locals_) - min(locals_) <= max(p.numel() for p in ToyModel().parameters())  # balanced by size
+
+
+def _one_rank_hangs(rank, world):
+    if rank == 0:
+        dist.all_reduce(torch.ones(1))  # waits for rank 1, which is stuck and never joins
+    else:
+        time.sleep(3600)
+
+
+def test_a_hung_rank_times_out_instead_of_hanging():
+    with pytest.raises(TimeoutError):
+        run_workers(_one_rank_hangs, WORLD, timeout_s=10)
+
+
+def _fails(rank, world):
+    if rank == 1:
+        raise ValueError("rank 1 broke")
+
+
+def test_a_failing_rank_raises():
+    with pytest.raises(Exception, match="rank 1 broke"):
+        run_workers(_fails, WORLD, timeout_s=60)
