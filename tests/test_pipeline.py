@@ -100,6 +100,11 @@ def test_report_tables_are_the_csvs(smoke_run):
         assert float(flash_ms) == pytest.approx(steps.loc[("flash_pytorch", *point), "mean_ms"], abs=0.005)
     assert "did not run on" in report.split("## FlashAttention", 1)[1]  # GPU-only benchmarks, skipped on a CPU
 
+    allreduce = pd.read_csv(smoke_run / "results/allreduce.csv").set_index(["world_size", "size_mb"])
+    for backend, _device, ranks, size, mean, *_ in markdown_tables(report, "### All-reduce sweep"):
+        assert backend == "gloo"
+        assert float(mean) == pytest.approx(allreduce.loc[(int(ranks), float(size)), "mean_ms"], abs=0.0005)
+
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -141,8 +146,9 @@ def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
     # e2e: 2 attentions x 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts;
     # warm-up: 1 size x 2 modes x 4; flash sweep: 2 dtypes x 4 head sizes
+    # all-reduce: gloo and nccl x 2, 4, 6 ranks
     assert jobs == {"e2e": 40, "warmup": 8, "accumulation": 1, "flash_leaderboard": 1, "flash_sweep": 8,
-                    "aggregate": 3, "e2e_figures": 1, "flash_figures": 1, "report": 1}
+                    "allreduce": 6, "aggregate": 4, "e2e_figures": 1, "flash_figures": 1, "comm_figures": 1, "report": 1}
 
 
 def test_slurm_profile_dry_run(tmp_path):

@@ -1,6 +1,11 @@
 # Aggregate the per-target CSVs, draw the figures, render report/final.md.
 
-AGGREGATES = {"e2e": E2E_TARGETS, "warmup": WARMUP_TARGETS, "flash_sweep": FLASH_SWEEP_TARGETS}
+AGGREGATES = {
+    "e2e": E2E_TARGETS,
+    "warmup": WARMUP_TARGETS,
+    "flash_sweep": FLASH_SWEEP_TARGETS,
+    "allreduce": ALLREDUCE_TARGETS,
+}
 
 E2E_FIGURES = expand(
     "report/figures/{name}.png",
@@ -48,6 +53,18 @@ rule flash_figures:
         "{PYTHON} -m lmperf.report.flash_figures --sweep {input.sweep} --out {output} > {log} 2>&1"
 
 
+rule comm_figures:
+    input:
+        allreduce="results/allreduce.csv",
+        code=code("report/comm_figures.py", "report/style.py"),
+    output:
+        "report/figures/allreduce_busbw.png",
+    log:
+        "logs/figures/comm.log",
+    shell:
+        "{PYTHON} -m lmperf.report.comm_figures --allreduce {input.allreduce} --out {output} > {log} 2>&1"
+
+
 rule report:
     input:
         e2e="results/e2e.csv",
@@ -55,9 +72,11 @@ rule report:
         accumulation="results/precision/accumulation.csv",
         leaderboard="results/flash/leaderboard.csv",
         flash_sweep="results/flash_sweep.csv",
-        figures=E2E_FIGURES + ["report/figures/flash_tflops.png"],
+        allreduce="results/allreduce.csv",
+        figures=E2E_FIGURES + ["report/figures/flash_tflops.png", "report/figures/allreduce_busbw.png"],
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
-                  "report/precision_section.py", "report/flash_section.py"),
+                  "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
+                  "distributed/bucket_model.py"),
     output:
         "report/final.md",
     log:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmperf.measure.rows import atomic_path
-from lmperf.report import e2e_section, flash_section, precision_section
+from lmperf.report import comm_section, e2e_section, flash_section, precision_section
 
 
 def read(path: Path) -> pd.DataFrame:
@@ -26,6 +26,7 @@ def render(results: Path, grid: str) -> str:
         e2e_section.render(e2e, read(results / "warmup.csv")),
         precision_section.render(read(results / "precision" / "accumulation.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
+        comm_section.render(read(results / "allreduce.csv")),
     ]
     return "\n".join(head + sections)
 
