@@ -119,7 +119,7 @@ def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
     touch_source(run / "src/lmperf/model/transformer.py")
     jobs = dry_run(run, "--config", "grid=smoke")
     assert jobs == {"e2e": 16, "warmup": 8, "aggregate": 2, "e2e_figures": 1, "report": 1}
-    assert "accumulation" not in jobs and "flash_sweep" not in jobs  # need no model
+    assert "precision" not in jobs and "flash_sweep" not in jobs  # need no model
 
 
 def test_editing_plotting_code_reruns_only_figures_and_report(smoke_run, tmp_path):
@@ -147,7 +147,7 @@ def test_full_grid_dag(tmp_path):
     # e2e: 2 attentions x 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts;
     # warm-up: 1 size x 2 modes x 4; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks
-    assert jobs == {"e2e": 40, "warmup": 8, "accumulation": 1, "flash_leaderboard": 1, "flash_sweep": 8,
+    assert jobs == {"e2e": 40, "warmup": 8, "precision": 3, "flash_leaderboard": 1, "flash_sweep": 8,
                     "allreduce": 6, "aggregate": 4, "e2e_figures": 1, "flash_figures": 1, "comm_figures": 1, "report": 1}
 
 

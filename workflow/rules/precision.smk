@@ -1,12 +1,16 @@
-# Mixed-precision demos that need no model (they do not rerun when the model changes).
+# Mixed-precision demos that need no big model (they do not rerun when the Transformer changes).
 
 
-rule accumulation:
+rule precision:
     input:
         code("measure", "studies/precision.py"),
     output:
-        "results/precision/accumulation.csv",
+        "results/precision/{experiment}.csv",
     log:
-        "logs/precision/accumulation.log",
+        "logs/precision/{experiment}.log",
+    wildcard_constraints:
+        experiment="accumulation|autocast|layernorm",
+    resources:
+        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.precision accumulation --out {output} > {log} 2>&1"
+        "{PYTHON} -m lmperf.studies.precision {wildcards.experiment} --out {output} > {log} 2>&1"

@@ -69,7 +69,7 @@ rule report:
     input:
         e2e="results/e2e.csv",
         warmup="results/warmup.csv",
-        accumulation="results/precision/accumulation.csv",
+        precision=expand("results/precision/{experiment}.csv", experiment=["accumulation", "autocast", "layernorm"]),
         leaderboard="results/flash/leaderboard.csv",
         flash_sweep="results/flash_sweep.csv",
         allreduce="results/allreduce.csv",

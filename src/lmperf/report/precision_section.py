@@ -1,11 +1,55 @@
-"""The report's "Mixed precision" section: the accumulation demo, from data."""
+"""The report's "Mixed precision" section: accumulation, autocast dtypes, normalization statistics."""
 
 import pandas as pd
 
 from lmperf.report.markdown import table
 
 
-def render(accumulation: pd.DataFrame) -> str:
+def autocast_lines(autocast: pd.DataFrame) -> list[str]:
+    out = ["### What autocast produces (the ToyModel, dtypes read off forward hooks and .grad)", ""]
+    ran = autocast[autocast["status"] == "ok"]
+    for r in autocast[autocast["status"] != "ok"].itertuples():
+        out += [f"{r.autocast_dtype} autocast on {r.device}: {r.status} — {r.note}", ""]
+    if ran.empty:
+        return out
+    wide = ran.pivot_table(index="tensor", columns="autocast_dtype", values="dtype", aggfunc="first", sort=False)
+    wide.columns = [f"under {c} autocast ({ran['device'].iloc[0]})" for c in wide.columns]
+    out += [table(wide.reset_index()), ""]
+    kept = sorted(set(ran[ran["dtype"] == "float32"]["tensor"]))
+    out += [f"Kept in float32 by autocast here: {', '.join(kept)}. Autocast casts the inputs of matrix products to the "
+            "low-precision type but leaves the parameters (the master weights) and their gradients in float32.", ""]
+    return out
+
+
+def layernorm_lines(layernorm: pd.DataFrame) -> list[str]:
+    shown = pd.DataFrame({
+        "dtype": layernorm["dtype"], "activation scale": layernorm["scale"].map(lambda x: f"{x:g}"),
+        "mean of squares": layernorm["mean_square"].map(lambda x: f"{x:.4g}"),
+        "rel. error of the statistic": layernorm["mean_square_rel_error"].map(lambda x: f"{x:.2e}"),
+        "normalized output finite": layernorm["output_finite"].map({True: "yes", False: "no"}),
+        "rel. error of the output": layernorm["output_rel_error"].map(lambda x: "—" if x != x else f"{x:.2e}"),
+    })
+    fp16, bf16 = layernorm[layernorm["dtype"] == "fp16"], layernorm[layernorm["dtype"] == "bf16"]
+    overflow = fp16[~fp16["mean_square"].map(lambda x: x == x and abs(x) < float("inf"))]
+    underflow = fp16[fp16["mean_square"] == 0]
+    out = ["### Why normalization statistics stay in float32", "",
+           f"The mean of squares of {int(layernorm['d'].iloc[0])} activations, and x / √(mean of squares), computed in each dtype "
+           "(no eps, so the statistic alone decides) against float64:", "", table(shown), ""]
+    sentences = []
+    if len(overflow):
+        sentences.append(f"fp16 overflows the statistic at activation scale {', '.join(f'{x:g}' for x in overflow['scale'])} "
+                         f"(65504 is its largest value)")
+    if len(underflow):
+        sentences.append(f"underflows it to 0 at scale {', '.join(f'{x:g}' for x in underflow['scale'])}, where the output "
+                         f"{'is not finite' if not underflow['output_finite'].all() else 'survives'}")
+    if len(bf16):
+        sentences.append(f"bf16 keeps fp32's range and stays finite everywhere, but with 8 bits of mantissa its statistic is off by up to "
+                         f"{bf16['mean_square_rel_error'].max():.1e} and its output by up to {bf16['output_rel_error'].max():.1e}")
+    out += ["Here " + "; ".join(sentences) + ". Hence norms compute their statistics in float32, as our RMSNorm does.", ""]
+    return out
+
+
+def render(accumulation: pd.DataFrame, autocast: pd.DataFrame, layernorm: pd.DataFrame) -> str:
     rows = accumulation
     shown = pd.DataFrame({
         "accumulator": rows["accumulator"],
@@ -31,5 +75,9 @@ def render(accumulation: pd.DataFrame) -> str:
         f"{n} × the float16 representation error of 0.01 ({n * abs(mixed['summand_stored'] - mixed['summand_value']):.3g}) "
         f"plus float32 rounding; all-float32 errs by {fp32['abs_error']:.3g}. Hence mixed precision keeps "
         "accumulators (matmul sums, reductions, optimizer state) in float32.",
+        "",
+        *autocast_lines(autocast),
+        *layernorm_lines(layernorm),
+        "The bf16 speed-up of the whole model is measured in the end-to-end section above.",
         "",
     ])

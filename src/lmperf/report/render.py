@@ -24,7 +24,7 @@ def render(results: Path, grid: str) -> str:
     ]
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
-        precision_section.render(read(results / "precision" / "accumulation.csv")),
+        precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
         comm_section.render(read(results / "allreduce.csv")),
     ]
