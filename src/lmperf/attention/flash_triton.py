@@ -47,15 +47,27 @@ def _dot(a, b, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def _load_tile(base, rows, offs_d, stride_n, stride_d, n_rows, D: tl.constexpr):
+    """A (rows, D_PAD) tile; rows past n_rows and columns past D read as zeros."""
+    mask = (rows[:, None] < n_rows) & (offs_d[None, :] < D)
+    return tl.load(base + rows[:, None] * stride_n + offs_d[None, :] * stride_d, mask=mask, other=0.0)
+
+
+@triton.jit
+def _store_tile(base, value, rows, offs_d, stride_n, stride_d, n_rows, D: tl.constexpr):
+    mask = (rows[:, None] < n_rows) & (offs_d[None, :] < D)
+    tl.store(base + rows[:, None] * stride_n + offs_d[None, :] * stride_d, value.to(base.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
                k_lo, k_hi, N_K, scale_log2, D: tl.constexpr, BLOCK_K: tl.constexpr,
                ON_DIAGONAL: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
     offs_k = tl.arange(0, BLOCK_K)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         keys = k0 + offs_k
-        kv_mask = (keys[:, None] < N_K) & (offs_d[None, :] < D)
-        k = tl.load(K_ptr + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v = tl.load(V_ptr + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        k = _load_tile(K_ptr, keys, offs_d, stride_kn, stride_kd, N_K, D)
+        v = _load_tile(V_ptr, keys, offs_d, stride_vn, stride_vd, N_K, D)
         s = _dot(q, tl.trans(k), PRECISION) * scale_log2
         if ON_DIAGONAL:
             s = tl.where(offs_q[:, None] >= keys[None, :], s, float("-inf"))
@@ -84,8 +96,7 @@ def _fwd_kernel(Q, K, V, O, L,
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, D_PAD)
-    q_mask = (offs_q[:, None] < N_Q) & (offs_d[None, :] < D)
-    q = tl.load(Q + batch * stride_qb + offs_q[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0)
+    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
     K_ptr, V_ptr = K + batch * stride_kb, V + batch * stride_vb
 
     m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
@@ -103,9 +114,7 @@ def _fwd_kernel(Q, K, V, O, L,
         acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
                                0, N_K, N_K, scale_log2, D, BLOCK_K, False, EVEN_K, PRECISION)
 
-    out = acc / l[:, None]
-    tl.store(O + batch * stride_ob + offs_q[:, None] * stride_on + offs_d[None, :] * stride_od,
-             out.to(O.dtype.element_ty), mask=q_mask)
+    _store_tile(O + batch * stride_ob, acc / l[:, None], offs_q, offs_d, stride_on, stride_od, N_Q, D)
     lse = (m + tl.math.log2(l)) / 1.4426950408889634  # back to natural log
     tl.store(L + batch * stride_lb + offs_q * stride_ln, lse, mask=offs_q < N_Q)
 
@@ -123,6 +132,24 @@ def _bwd_preprocess(O, dO, Delta, stride_ob, stride_on, stride_od, stride_dob, s
     tl.store(Delta + batch * N_Q + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=rows < N_Q)
 
 
+@triton.jit
+def _row_terms(L, Delta, batch, rows, stride_lb, stride_ln, N_Q):
+    """log2-domain logsumexp and Delta of some query rows (zeros past N_Q)."""
+    lse2 = tl.load(L + batch * stride_lb + rows * stride_ln, mask=rows < N_Q, other=0.0) * 1.4426950408889634
+    delta = tl.load(Delta + batch * N_Q + rows, mask=rows < N_Q, other=0.0)
+    return lse2, delta
+
+
+@triton.jit
+def _recompute_p(q, k, lse2, offs_q, offs_k, N_Q, N_K, scale_log2, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """P = exp(S - L) from the saved logsumexp; zero where the key is masked or out of range."""
+    s = _dot(q, tl.trans(k), PRECISION) * scale_log2
+    visible = (offs_q[:, None] < N_Q) & (offs_k[None, :] < N_K)
+    if IS_CAUSAL:
+        visible = visible & (offs_q[:, None] >= offs_k[None, :])
+    return tl.where(visible, tl.math.exp2(s - lse2[:, None]), 0.0)
+
+
 @triton.autotune(configs=BWD_CONFIGS, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL", "PRECISION"])
 @triton.jit
 def _bwd_dkdv_kernel(Q, K, V, dO, L, Delta, dK, dV,
@@ -137,32 +164,23 @@ def _bwd_dkdv_kernel(Q, K, V, dO, L, Delta, dK, dV,
     batch = tl.program_id(1).to(tl.int64)
     offs_k = k_start + tl.arange(0, BLOCK_K)
     offs_d = tl.arange(0, D_PAD)
-    kv_mask = (offs_k[:, None] < N_K) & (offs_d[None, :] < D)
-    k = tl.load(K + batch * stride_kb + offs_k[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-    v = tl.load(V + batch * stride_vb + offs_k[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
+    Q, dO = Q + batch * stride_qb, dO + batch * stride_dob
+    k = _load_tile(K + batch * stride_kb, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
+    v = _load_tile(V + batch * stride_vb, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
     dk = tl.zeros([BLOCK_K, D_PAD], dtype=tl.float32)
     dv = tl.zeros([BLOCK_K, D_PAD], dtype=tl.float32)
     q_lo = (k_start // BLOCK_Q) * BLOCK_Q if IS_CAUSAL else 0  # earlier queries cannot see these keys
     for q0 in range(q_lo, N_Q, BLOCK_Q):
         offs_q = q0 + tl.arange(0, BLOCK_Q)
-        q_mask = (offs_q[:, None] < N_Q) & (offs_d[None, :] < D)
-        q = tl.load(Q + batch * stride_qb + offs_q[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0)
-        do = tl.load(dO + batch * stride_dob + offs_q[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=q_mask, other=0.0)
-        lse = tl.load(L + batch * stride_lb + offs_q * stride_ln, mask=offs_q < N_Q, other=0.0) * 1.4426950408889634
-        delta = tl.load(Delta + batch * N_Q + offs_q, mask=offs_q < N_Q, other=0.0)
-        s = _dot(q, tl.trans(k), PRECISION) * scale_log2
-        visible = (offs_q[:, None] < N_Q) & (offs_k[None, :] < N_K)
-        if IS_CAUSAL:
-            visible = visible & (offs_q[:, None] >= offs_k[None, :])
-        p = tl.where(visible, tl.math.exp2(s - lse[:, None]), 0.0)
+        q = _load_tile(Q, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
+        do = _load_tile(dO, offs_q, offs_d, stride_don, stride_dod, N_Q, D)
+        lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
+        p = _recompute_p(q, k, lse2, offs_q, offs_k, N_Q, N_K, scale_log2, IS_CAUSAL, PRECISION)
         dv += _dot(tl.trans(p.to(do.dtype)), do, PRECISION)
-        dp = _dot(do, tl.trans(v), PRECISION)
-        ds = p * (dp - delta[:, None])
+        ds = p * (_dot(do, tl.trans(v), PRECISION) - delta[:, None])
         dk += _dot(tl.trans(ds.to(q.dtype)), q, PRECISION)
-    tl.store(dK + batch * stride_kb + offs_k[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-             (dk * scale).to(dK.dtype.element_ty), mask=kv_mask)
-    tl.store(dV + batch * stride_vb + offs_k[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-             dv.to(dV.dtype.element_ty), mask=kv_mask)
+    _store_tile(dK + batch * stride_kb, dk * scale, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
+    _store_tile(dV + batch * stride_vb, dv, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
 
 
 @triton.autotune(configs=DQ_CONFIGS, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL", "PRECISION"])
@@ -179,31 +197,23 @@ def _bwd_dq_kernel(Q, K, V, dO, L, Delta, dQ,
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, D_PAD)
-    q_mask = (offs_q[:, None] < N_Q) & (offs_d[None, :] < D)
-    q = tl.load(Q + batch * stride_qb + offs_q[:, None] * stride_qn + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0)
-    do = tl.load(dO + batch * stride_dob + offs_q[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=q_mask, other=0.0)
-    lse = tl.load(L + batch * stride_lb + offs_q * stride_ln, mask=offs_q < N_Q, other=0.0) * 1.4426950408889634
-    delta = tl.load(Delta + batch * N_Q + offs_q, mask=offs_q < N_Q, other=0.0)
+    K, V = K + batch * stride_kb, V + batch * stride_vb
+    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
+    do = _load_tile(dO + batch * stride_dob, offs_q, offs_d, stride_don, stride_dod, N_Q, D)
+    lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
     dq = tl.zeros([BLOCK_Q, D_PAD], dtype=tl.float32)
     if IS_CAUSAL:
-        k_hi = q_start + BLOCK_Q  # later keys are invisible; keys past N_K are masked below
+        k_hi = q_start + BLOCK_Q  # later keys are invisible; keys past N_K are masked
     else:
         k_hi = N_K
     for k0 in range(0, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        kv_mask = (offs_k[:, None] < N_K) & (offs_d[None, :] < D)
-        k = tl.load(K + batch * stride_kb + offs_k[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v = tl.load(V + batch * stride_vb + offs_k[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
-        s = _dot(q, tl.trans(k), PRECISION) * scale_log2
-        visible = (offs_q[:, None] < N_Q) & (offs_k[None, :] < N_K)
-        if IS_CAUSAL:
-            visible = visible & (offs_q[:, None] >= offs_k[None, :])
-        p = tl.where(visible, tl.math.exp2(s - lse[:, None]), 0.0)
-        dp = _dot(do, tl.trans(v), PRECISION)
-        ds = p * (dp - delta[:, None])
+        k = _load_tile(K, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
+        v = _load_tile(V, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
+        p = _recompute_p(q, k, lse2, offs_q, offs_k, N_Q, N_K, scale_log2, IS_CAUSAL, PRECISION)
+        ds = p * (_dot(do, tl.trans(v), PRECISION) - delta[:, None])
         dq += _dot(ds.to(k.dtype), k, PRECISION)
-    tl.store(dQ + batch * stride_qb + offs_q[:, None] * stride_qn + offs_d[None, :] * stride_qd,
-             (dq * scale).to(dQ.dtype.element_ty), mask=q_mask)
+    _store_tile(dQ + batch * stride_qb, dq * scale, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
 
 
 def _precision(t: torch.Tensor) -> str:
