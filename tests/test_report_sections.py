@@ -1,0 +1,58 @@
+"""Report sections for GPU-only studies, rendered from constructed rows (CI has no GPU to make real ones)."""
+
+import re
+
+import pandas as pd
+import pytest
+
+from lmperf.report import flash_figures, flash_section
+
+ENV = {"device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.11.0", "commit": "abc"}
+
+
+def leaderboard_frame():
+    times = {("ours_triton", "forward"): 2.0, ("ours_triton", "forward_backward"): 5.0,
+             ("sdpa_flash", "forward"): 2.5, ("sdpa_flash", "forward_backward"): 7.0,
+             ("sdpa_cudnn", "forward"): 1.5, ("sdpa_cudnn", "forward_backward"): 4.5}
+    return pd.DataFrame([{"implementation": impl, "pass": pass_, "median_ms": ms, "tflops": 100 / ms,
+                          "rel_diff_vs_sdpa_flash": 1e-3, "warmup_ms": 1000, "rep_ms": 10000,
+                          "status": "ok", "note": "", **ENV} for (impl, pass_), ms in times.items()])
+
+
+def sweep_frame():
+    rows = []
+    for seq in (1024, 2048):
+        for impl in ("ours_triton", "naive"):
+            for pass_ in ("forward", "backward", "forward_backward"):
+                rows.append({"implementation": impl, "pass": pass_, "seq": seq, "d": 64, "dtype": "bf16",
+                             "median_ms": seq / 1000 * (2 if impl == "naive" else 1), "tflops": 50.0,
+                             "peak_mem_gib": seq / 1024 * 0.01, "status": "ok", "note": "", **ENV})
+    rows.append({"implementation": "naive", "pass": "forward_backward", "seq": 65536, "d": 64, "dtype": "bf16",
+                 "status": "oom", "note": "CUDA out of memory", **ENV})
+    rows.append({"implementation": "sdpa_flash", "pass": "forward", "seq": 1024, "d": 64, "dtype": "fp32",
+                 "status": "skipped", "note": "No available kernel", **ENV})
+    return pd.DataFrame(rows)
+
+
+def test_leaderboard_section_states_the_measured_ratios():
+    text = flash_section.render(leaderboard_frame(), sweep_frame())
+    assert "| ours_triton      | forward + backward | 5.000" in text
+    ratio = float(re.search(r"Forward \+ backward: ours takes 5\.000 ms, ([\d.]+)× the speed of sdpa_flash", text).group(1))
+    assert ratio == pytest.approx(7.0 / 5.0, abs=0.005)
+    assert "faster than it" in text and "slower than it" in text  # faster than flash, slower than cuDNN
+
+
+def test_sweep_section_tables_memory_and_failures():
+    text = flash_section.render(leaderboard_frame(), sweep_frame())
+    assert "**forward + backward (ms), bf16, d = 64**" in text
+    assert re.search(r"\| 2048\s+\| 4\.096\s+\| 2\.048", text)  # naive then ours_triton, from the rows
+    assert "×2.00 for ×2.00 the sequence, i.e. linear" in text
+    assert "naive bf16: oom" in text and "sdpa_flash fp32: skipped" in text
+
+
+def test_flash_figure_from_measured_and_from_skipped_rows(tmp_path):
+    flash_figures.tflops_vs_seq(sweep_frame(), tmp_path / "measured.png")
+    skipped = pd.DataFrame([{"study": "flash_sweep", "status": "skipped", "note": "needs a CUDA GPU", **ENV}])
+    flash_figures.tflops_vs_seq(skipped, tmp_path / "skipped.png")
+    for name in ("measured.png", "skipped.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
