@@ -24,6 +24,7 @@ localrules:
     e2e_figures,
     flash_figures,
     comm_figures,
+    attention_figures,
     report,
 
 

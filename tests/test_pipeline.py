@@ -105,6 +105,14 @@ def test_report_tables_are_the_csvs(smoke_run):
         assert backend == "gloo"
         assert float(mean) == pytest.approx(allreduce.loc[(int(ranks), float(size)), "mean_ms"], abs=0.0005)
 
+    sweep = pd.read_csv(smoke_run / "results/attention.csv").set_index(["compile", "d", "seq"])
+    attention_rows = markdown_tables(report, "## Attention at scale")
+    assert len(attention_rows) == len(sweep)
+    for compile_, d, seq, forward, backward, *_ in attention_rows:
+        row = sweep.loc[(compile_, int(d), int(seq))]
+        assert float(forward) == pytest.approx(row["forward_mean_ms"], abs=0.0005)
+        assert float(backward) == pytest.approx(row["backward_mean_ms"], abs=0.0005)
+
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -146,9 +154,10 @@ def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
     # e2e: 2 attentions x 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts;
     # warm-up: 1 size x 2 modes x 4; flash sweep: 2 dtypes x 4 head sizes
-    # all-reduce: gloo and nccl x 2, 4, 6 ranks
+    # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes
     assert jobs == {"e2e": 40, "warmup": 8, "precision": 3, "flash_leaderboard": 1, "flash_sweep": 8,
-                    "allreduce": 6, "aggregate": 4, "e2e_figures": 1, "flash_figures": 1, "comm_figures": 1, "report": 1}
+                    "allreduce": 6, "attention_sweep": 8, "aggregate": 5, "e2e_figures": 1, "flash_figures": 1,
+                    "comm_figures": 1, "attention_figures": 1, "report": 1}
 
 
 def test_slurm_profile_dry_run(tmp_path):

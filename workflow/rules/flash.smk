@@ -47,3 +47,31 @@ rule flash_sweep:
         "{PYTHON} -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
         " --seq-lengths {params.seq_lengths} --implementations {params.implementations}"
         " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --out {output} > {log} 2>&1"
+
+
+# Naive attention at scale: one target per (compile, head size), sweeping sequence lengths.
+ATTN = GRID["attention"]
+ATTENTION_SWEEP_TARGETS = expand("results/attention/{compile}-d{d}.csv", compile=ATTN["compile"], d=ATTN["head_dims"])
+
+
+rule attention_sweep:
+    input:
+        code("attention/__init__.py", "attention/naive.py", "attention/accounting.py", "measure", "studies/attention_sweep.py"),
+    output:
+        "results/attention/{compile}-d{d}.csv",
+    log:
+        "logs/attention/{compile}-d{d}.log",
+    wildcard_constraints:
+        d=r"\d+",
+    params:
+        compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
+        seq_lengths=",".join(map(str, ATTN["seq_lengths"])),
+        batch=ATTN["batch"],
+        steps=ATTN["steps"],
+        warmup=ATTN["warmup"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.attention_sweep --d {wildcards.d} --seq-lengths {params.seq_lengths}"
+        " {params.compile_flag} --batch {params.batch} --steps {params.steps} --warmup {params.warmup}"
+        " --out {output} > {log} 2>&1"

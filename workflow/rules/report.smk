@@ -5,6 +5,7 @@ AGGREGATES = {
     "warmup": WARMUP_TARGETS,
     "flash_sweep": FLASH_SWEEP_TARGETS,
     "allreduce": ALLREDUCE_TARGETS,
+    "attention": ATTENTION_SWEEP_TARGETS,
 }
 
 E2E_FIGURES = expand(
@@ -53,6 +54,18 @@ rule flash_figures:
         "{PYTHON} -m lmperf.report.flash_figures --sweep {input.sweep} --out {output} > {log} 2>&1"
 
 
+rule attention_figures:
+    input:
+        attention="results/attention.csv",
+        code=code("report/attention_figures.py", "report/style.py"),
+    output:
+        "report/figures/attention_sweep.png",
+    log:
+        "logs/figures/attention.log",
+    shell:
+        "{PYTHON} -m lmperf.report.attention_figures --attention {input.attention} --out {output} > {log} 2>&1"
+
+
 rule comm_figures:
     input:
         allreduce="results/allreduce.csv",
@@ -73,9 +86,11 @@ rule report:
         leaderboard="results/flash/leaderboard.csv",
         flash_sweep="results/flash_sweep.csv",
         allreduce="results/allreduce.csv",
-        figures=E2E_FIGURES + ["report/figures/flash_tflops.png", "report/figures/allreduce_busbw.png"],
+        attention="results/attention.csv",
+        figures=E2E_FIGURES + expand("report/figures/{name}.png", name=["flash_tflops", "allreduce_busbw", "attention_sweep"]),
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
                   "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
+                  "report/attention_section.py",
                   "distributed/bucket_model.py"),
     output:
         "report/final.md",
