@@ -9,7 +9,7 @@ CORES ?= 1
 GPU ?= h100
 BIN := $(VENV)/bin
 
-.PHONY: env report test dryrun reference clean
+.PHONY: env report test dryrun bench-dag reference clean
 
 env: $(VENV)/.installed
 
@@ -26,6 +26,12 @@ test: env
 
 dryrun: env
 	$(BIN)/snakemake -n report/final.md
+
+# The pipeline's own overhead: building the full grid's DAG, and a rerun with nothing to do
+# (run `make report` first so that the second finds everything up to date).
+bench-dag: env
+	@bash -c 'TIMEFORMAT="full-grid DAG, dry run: %R s"; time $(BIN)/snakemake -n report/final.md --config grid=full > /dev/null'
+	@bash -c 'TIMEFORMAT="no-op rerun of the default grid: %R s"; time $(BIN)/snakemake --cores 1 report/final.md | grep -c "Nothing to be done" > /dev/null'
 
 # Copy a finished run (made by the pipeline, on real hardware) to report/reference/$(GPU)/.
 reference:
