@@ -1,12 +1,10 @@
 """Naive attention figure: forward and backward time, and memory held for backward, vs sequence length."""
 
-import argparse
-
 import numpy as np
 import pandas as pd
 
 from lmperf.report.e2e_analysis import ok
-from lmperf.report.style import context_colors, figure, save
+from lmperf.report.style import context_colors, figure, figure_cli, save
 
 COMPILE_STYLE = {"eager": "-", "compiled": "--"}
 
@@ -33,13 +31,5 @@ def sweep_figure(attention: pd.DataFrame, path) -> None:
     save(fig, path)
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--attention", required=True)
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    sweep_figure(pd.read_csv(args.attention), args.out)
-
-
 if __name__ == "__main__":
-    main()
+    figure_cli(sweep_figure, "attention", __doc__)

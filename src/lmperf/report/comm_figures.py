@@ -1,11 +1,9 @@
 """Communication figure: all-reduce bus bandwidth vs tensor size, per backend and world size."""
 
-import argparse
-
 import pandas as pd
 
 from lmperf.report.e2e_analysis import ok
-from lmperf.report.style import figure, save
+from lmperf.report.style import figure, figure_cli, save
 
 
 def busbw_vs_size(allreduce: pd.DataFrame, path) -> None:
@@ -21,13 +19,5 @@ def busbw_vs_size(allreduce: pd.DataFrame, path) -> None:
     save(fig, path)
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--allreduce", required=True)
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    busbw_vs_size(pd.read_csv(args.allreduce), args.out)
-
-
 if __name__ == "__main__":
-    main()
+    figure_cli(busbw_vs_size, "allreduce", __doc__)

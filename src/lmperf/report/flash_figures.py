@@ -1,11 +1,9 @@
 """FlashAttention figure: achieved TFLOP/s of forward+backward vs sequence length, per implementation."""
 
-import argparse
-
 import pandas as pd
 
 from lmperf.report.e2e_analysis import ok
-from lmperf.report.style import figure, save
+from lmperf.report.style import figure, figure_cli, save
 
 
 def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
@@ -28,13 +26,5 @@ def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
     save(fig, path)
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--sweep", required=True)
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    tflops_vs_seq(pd.read_csv(args.sweep), args.out)
-
-
 if __name__ == "__main__":
-    main()
+    figure_cli(tflops_vs_seq, "sweep", __doc__)

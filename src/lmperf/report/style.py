@@ -1,11 +1,13 @@
 """One look for every figure: headless backend, size, grid, and atomic PNG writes."""
 
+import argparse
 import os
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from lmperf.measure.rows import atomic_path  # noqa: E402
 
@@ -53,3 +55,12 @@ def size_axis(ax, frame) -> None:
 def size_rank(sizes):
     """Sort key that orders sizes small -> 2.7B rather than alphabetically."""
     return sizes.map(SIZE_ORDER.index)
+
+
+def figure_cli(draw, input_name: str, description: str) -> None:
+    """The command line of a one-figure module: --<input_name> CSV --out PNG, then draw(frame, out)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument(f"--{input_name}", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    draw(pd.read_csv(getattr(args, input_name)), args.out)
