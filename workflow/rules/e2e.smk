@@ -1,11 +1,12 @@
 # End-to-end benchmarks: one target (one process) per (attention, size, precision, compile),
 # sweeping the grid's context lengths inside.
 
-E2E_CODE = code("model", "attention/__init__.py", "measure", "studies/e2e.py")
+E2E_CODE = code("model", "attention/__init__.py", "measure", "ranges.py", "studies/e2e.py")
 
 # Each attention variant's own source, so an edit to the Triton kernel leaves naive targets alone.
 ATTENTION_SOURCES = {
     "naive": ["naive.py"],
+    "annotated": ["annotated.py", "naive.py"],
     "flash_triton": ["flash_triton.py", "flash_pytorch.py"],
     "flash_pytorch": ["flash_pytorch.py"],
     "sdpa": [],

@@ -5,6 +5,7 @@ so the model can swap them. FlashAttention's own interface is (batch, seq, d): h
 import torch
 import torch.nn.functional as F
 
+from lmperf.attention.annotated import annotated_attention
 from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
 from lmperf.attention.naive import naive_attention, softmax
 
@@ -31,6 +32,7 @@ def sdpa_attention(q, k, v, is_causal=False):
 
 ATTENTION = {
     "naive": naive_attention,
+    "annotated": annotated_attention,
     "flash_triton": _fold_heads(_triton_function),
     "flash_pytorch": _fold_heads(lambda: FlashAttentionPyTorch),
     "sdpa": sdpa_attention,
@@ -49,6 +51,6 @@ def __getattr__(name):
 
 
 __all__ = [
-    "ATTENTION", "FlashAttentionPyTorch", "FlashAttentionTriton", "get_attention",
+    "ATTENTION", "FlashAttentionPyTorch", "FlashAttentionTriton", "annotated_attention", "get_attention",
     "naive_attention", "sdpa_attention", "softmax",
 ]

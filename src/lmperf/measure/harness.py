@@ -23,6 +23,7 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import MODES, peak_tflops, step_flops
 from lmperf.measure.stats import summarize_ms
 from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
+from lmperf.ranges import profiled_range
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -73,29 +74,37 @@ class StepTimes:
     first_step_s: float  # the very first call, warm-up or not: includes compilation and lazy init
 
 
+def _time_one(step: Callable[[], None], device: torch.device) -> tuple[float, float | None]:
+    """Host seconds of one synchronized step, and the CUDA-event seconds of the same step (None on CPU)."""
+    cuda = device.type == "cuda"
+    synchronize(device)
+    if cuda:
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start_event.record()
+    start = timeit.default_timer()
+    step()
+    if cuda:
+        end_event.record()
+    synchronize(device)
+    elapsed = timeit.default_timer() - start
+    return elapsed, start_event.elapsed_time(end_event) / 1e3 if cuda else None
+
+
 def time_steps(step: Callable[[], None], warmup_steps: int, measured_steps: int, device: torch.device) -> StepTimes:
     """Run ``step`` warmup + measured times, synchronizing after each; return the measured times."""
-    cuda = device.type == "cuda"
     host, events, first = [], [], None
     gc.collect()
     gc.disable()
     try:
         for i in range(warmup_steps + measured_steps):
-            synchronize(device)
-            if cuda:
-                start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start_event.record()
-            start = timeit.default_timer()
-            step()
-            if cuda:
-                end_event.record()
-            synchronize(device)
-            elapsed = timeit.default_timer() - start
+            measured = i >= warmup_steps
+            with profiled_range("measured step" if measured else "warmup step"):
+                elapsed, event = _time_one(step, device)
             first = elapsed if first is None else first
-            if i >= warmup_steps:
+            if measured:
                 host.append(elapsed)
-                if cuda:
-                    events.append(start_event.elapsed_time(end_event) / 1e3)
+                if event is not None:
+                    events.append(event)
     finally:
         gc.enable()
     return StepTimes(host, events, first)
@@ -106,21 +115,26 @@ def make_step(mode: str, model: torch.nn.Module, optimizer, tokens, targets, pre
     amp = lambda: autocast_context(precision, device)  # noqa: E731 - a fresh context per step
 
     def forward():
-        with torch.no_grad(), amp():
+        with torch.no_grad(), amp(), profiled_range("forward"):
             model(tokens)
+
+    def forward_and_loss():
+        with amp(), profiled_range("forward"):
+            return cross_entropy(model(tokens), targets)
 
     def forward_backward():
         model.zero_grad(set_to_none=True)
-        with amp():
-            loss = cross_entropy(model(tokens), targets)
-        loss.backward()
+        loss = forward_and_loss()
+        with profiled_range("backward"):
+            loss.backward()
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        with amp():
-            loss = cross_entropy(model(tokens), targets)
-        loss.backward()
-        optimizer.step()
+        loss = forward_and_loss()
+        with profiled_range("backward"):
+            loss.backward()
+        with profiled_range("optimizer step"):
+            optimizer.step()
 
     return {"forward": forward, "forward_backward": forward_backward, "train_step": train_step}[mode]
 
