@@ -2,7 +2,6 @@
 so the model can swap them. FlashAttention's own interface is (batch, seq, d): heads fold into batch.
 """
 
-import torch
 import torch.nn.functional as F
 
 from lmperf.attention.annotated import annotated_attention

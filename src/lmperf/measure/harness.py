@@ -74,7 +74,7 @@ class StepTimes:
     first_step_s: float  # the very first call, warm-up or not: includes compilation and lazy init
 
 
-def _time_one(step: Callable[[], None], device: torch.device) -> tuple[float, float | None]:
+def time_once(step: Callable[[], None], device: torch.device) -> tuple[float, float | None]:
     """Host seconds of one synchronized step, and the CUDA-event seconds of the same step (None on CPU)."""
     cuda = device.type == "cuda"
     synchronize(device)
@@ -99,7 +99,7 @@ def time_steps(step: Callable[[], None], warmup_steps: int, measured_steps: int,
         for i in range(warmup_steps + measured_steps):
             measured = i >= warmup_steps
             with profiled_range("measured step" if measured else "warmup step"):
-                elapsed, event = _time_one(step, device)
+                elapsed, event = time_once(step, device)
             first = elapsed if first is None else first
             if measured:
                 host.append(elapsed)

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from lmperf.report.e2e_analysis import ok
+from lmperf.report.markdown import ok
 from lmperf.report.style import context_colors, figure, figure_cli, save
 
 COMPILE_STYLE = {"eager": "-", "compiled": "--"}

@@ -5,8 +5,7 @@ import pandas as pd
 
 from lmperf.attention.accounting import naive_attention_saved_bytes
 from lmperf.report.attention_figures import held_mib
-from lmperf.report.e2e_analysis import ok
-from lmperf.report.markdown import num, pct, table
+from lmperf.report.markdown import num, ok, pct, table
 
 
 def expected_held_mib(row) -> float:

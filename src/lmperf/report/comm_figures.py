@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from lmperf.report.e2e_analysis import ok
+from lmperf.report.markdown import ok
 from lmperf.report.style import figure, figure_cli, save
 
 

@@ -4,8 +4,7 @@ import pandas as pd
 
 from lmperf.distributed.bucket_model import ddp_overhead, fit_overhead_bandwidth, optimal_bucket_bytes
 from lmperf.model import TransformerLM, count_parameters, model_config
-from lmperf.report.e2e_analysis import ok
-from lmperf.report.markdown import num, table
+from lmperf.report.markdown import num, ok, table
 
 BUCKETS_MB = (1, 10, 100, 1000)
 

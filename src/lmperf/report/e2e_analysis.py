@@ -6,11 +6,9 @@ same numbers.
 
 import pandas as pd
 
+from lmperf.report.markdown import ok
+
 POINT = ["attention", "size", "params", "context_length", "precision", "compile"]
-
-
-def ok(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame["status"] == "ok"]
 
 
 def mean_times(e2e: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lmperf.report.e2e_analysis import backward_ratio, mean_times, ok, speedup
+from lmperf.report.e2e_analysis import backward_ratio, mean_times, speedup
+from lmperf.report.markdown import ok
 from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, save, size_axis
 
 

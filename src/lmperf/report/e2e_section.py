@@ -2,11 +2,9 @@
 
 import pandas as pd
 
-from lmperf.report.e2e_analysis import (
-    backward_ratio, describe_trend, ok, speedup, timer_agreement, trend_with_size,
-)
-from lmperf.report.markdown import num, pct, table, text
-from lmperf.report.style import MODE_LABELS, size_rank
+from lmperf.report.e2e_analysis import backward_ratio, describe_trend, speedup, timer_agreement, trend_with_size
+from lmperf.report.markdown import num, ok, pct, table, text
+from lmperf.report.style import MODE_LABELS, sort_by_size
 
 MODES = list(MODE_LABELS)
 
@@ -31,11 +29,11 @@ def step_time_table(e2e: pd.DataFrame, precision: str, compile_: str, attention:
     frame = pd.DataFrame(out)
     if frame.empty:
         return frame
-    return frame.sort_values(["size", "context"], key=lambda c: size_rank(c) if c.name == "size" else c)
+    return sort_by_size(frame, ["size", "context"])
 
 
 def warmup_table(warmup: pd.DataFrame) -> pd.DataFrame:
-    rows = ok(warmup).sort_values(["size", "mode", "warmup_steps"], key=lambda c: size_rank(c) if c.name == "size" else c)
+    rows = sort_by_size(ok(warmup), ["size", "mode", "warmup_steps"])
     return pd.DataFrame({
         "size": rows["size"], "mode": rows["mode"].map(MODE_LABELS), "warm-up steps": rows["warmup_steps"],
         "mean (ms)": rows["mean_ms"].map(num), "std (ms)": rows["std_ms"].map(num), "CV": rows["cv"].map(pct),
@@ -124,7 +122,7 @@ def _speedup_paragraph(e2e: pd.DataFrame, column: str, slow: str, fast: str, wha
 
 def _speedup_table(gains: pd.DataFrame, split: str) -> pd.DataFrame:
     wide = gains.pivot_table(index=["size", "context_length"], columns=[split, "mode"], values="speedup").reset_index()
-    wide = wide.sort_values(["size", "context_length"], key=lambda c: size_rank(c) if c.name == "size" else c)
+    wide = sort_by_size(wide, ["size", "context_length"])
     out = pd.DataFrame({"size": wide["size"], "context": wide["context_length"]})
     for key in wide.columns[2:]:
         out[f"{MODE_LABELS[key[1]]} ({key[0]})"] = wide[key].map(lambda x: f"{num(x)}×")
@@ -134,7 +132,7 @@ def _speedup_table(gains: pd.DataFrame, split: str) -> pd.DataFrame:
 def mfu_table(e2e: pd.DataFrame) -> pd.DataFrame:
     """MFU of the train step per size and context, for the fastest configuration (bf16, compiled)."""
     rows = e2e[(e2e["mode"] == "train_step") & (e2e["precision"] == "bf16") & (e2e["compile"] == "compiled")]
-    rows = rows.sort_values(["size", "context_length"], key=lambda c: size_rank(c) if c.name == "size" else c)
+    rows = sort_by_size(rows, ["size", "context_length"])
     return pd.DataFrame({
         "size": rows["size"], "context": rows["context_length"],
         "step (ms)": [num(r.mean_ms) if r.status == "ok" else r.status.upper() for r in rows.itertuples()],
@@ -151,7 +149,7 @@ def attention_table(e2e: pd.DataFrame, other: str) -> pd.DataFrame:
     naive = steps[steps["attention"] == "naive"].set_index(keys)
     theirs = steps[steps["attention"] == other].set_index(keys)
     both = naive.join(theirs, lsuffix="_naive", rsuffix="_other", how="inner").reset_index()
-    both = both.sort_values(keys, key=lambda c: size_rank(c) if c.name == "size" else c)
+    both = sort_by_size(both, keys)
 
     def cell(status, ms):
         return num(ms) if status == "ok" else status.upper()

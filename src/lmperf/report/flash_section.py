@@ -2,8 +2,7 @@
 
 import pandas as pd
 
-from lmperf.report.e2e_analysis import ok
-from lmperf.report.markdown import num, table, text
+from lmperf.report.markdown import num, ok, table, text
 
 PASS_LABELS = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward"}
 

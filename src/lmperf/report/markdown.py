@@ -1,4 +1,4 @@
-"""Small formatting helpers for the report: numbers and pandas tables as Markdown."""
+"""Small helpers shared by the report: numbers and pandas tables as Markdown, and the rows that ran."""
 
 import math
 
@@ -27,4 +27,5 @@ def table(frame: pd.DataFrame) -> str:
 
 
 def ok(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose measurement ran (status 'ok')."""
     return frame[frame["status"] == "ok"]

@@ -52,9 +52,9 @@ def size_axis(ax, frame) -> None:
     ax.set_xlabel("model size")
 
 
-def size_rank(sizes):
-    """Sort key that orders sizes small -> 2.7B rather than alphabetically."""
-    return sizes.map(SIZE_ORDER.index)
+def sort_by_size(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Sort by ``columns``, ordering the 'size' column small -> 2.7B rather than alphabetically."""
+    return frame.sort_values(columns, key=lambda c: c.map(SIZE_ORDER.index) if c.name == "size" else c)
 
 
 def figure_cli(draw, input_name: str, description: str) -> None:

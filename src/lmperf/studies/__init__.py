@@ -1,1 +1,14 @@
 """One small CLI per kind of target: ``python -m lmperf.studies.<study> ... --out PATH``."""
+
+import argparse
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type for comma-separated positive integers, e.g. '128,256'."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values

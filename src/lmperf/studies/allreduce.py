@@ -13,27 +13,21 @@ algorithm bandwidth x 2(n-1)/n, the data each link carries in a ring all-reduce.
 import argparse
 import os
 import statistics
-import timeit
 
 import torch
 import torch.distributed as dist
 
-from lmperf.measure import fingerprint, write_rows
+from lmperf.measure import fingerprint, time_once, write_rows
 
 
 def time_allreduce(numel: int, device: torch.device, warmup: int, iters: int) -> list[float]:
     tensor = torch.randn(numel, device=device, dtype=torch.float32)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(warmup):
         dist.all_reduce(tensor)
-    sync()
     times = []
     for _ in range(iters):
-        dist.barrier()
-        start = timeit.default_timer()
-        dist.all_reduce(tensor)
-        sync()
-        times.append(timeit.default_timer() - start)
+        dist.barrier()  # ranks start together, so the time is the collective's, not a straggler's
+        times.append(time_once(lambda: dist.all_reduce(tensor), device)[0])
     return times
 
 

@@ -11,14 +11,13 @@ Out-of-memory is a row; so are the bytes autograd saves, observed through saved_
 
 import argparse
 import gc
-import timeit
 
 import torch
 
 from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
-from lmperf.measure import fingerprint, resolve_device, summarize_ms, write_rows
-from lmperf.measure.harness import synchronize
+from lmperf.measure import fingerprint, resolve_device, summarize_ms, time_once, write_rows
+from lmperf.studies import int_list
 
 
 def _timed(fn, steps: int, device, setup=lambda: None) -> list[float]:
@@ -26,11 +25,7 @@ def _timed(fn, steps: int, device, setup=lambda: None) -> list[float]:
     times = []
     for _ in range(steps):
         arg = setup()
-        synchronize(device)
-        start = timeit.default_timer()
-        fn(arg)
-        synchronize(device)
-        times.append(timeit.default_timer() - start)
+        times.append(time_once(lambda: fn(arg), device)[0])
     return times
 
 
@@ -90,7 +85,7 @@ def sweep(d: int, seq_lengths, compiled: bool, batch: int, steps: int, warmup: i
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--d", type=int, required=True)
-    p.add_argument("--seq-lengths", required=True, help="comma-separated")
+    p.add_argument("--seq-lengths", type=int_list, required=True, help="comma-separated")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=100)
@@ -98,8 +93,7 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    seqs = [int(s) for s in args.seq_lengths.split(",")]
-    write_rows(sweep(args.d, seqs, args.compile, args.batch, args.steps, args.warmup, resolve_device(args.device)), args.out)
+    write_rows(sweep(args.d, args.seq_lengths, args.compile, args.batch, args.steps, args.warmup, resolve_device(args.device)), args.out)
 
 
 if __name__ == "__main__":

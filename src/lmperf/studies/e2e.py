@@ -12,22 +12,13 @@ import argparse
 from lmperf.attention import ATTENTION
 from lmperf.measure import MODES, BenchmarkSpec, resolve_device, run_benchmark, write_rows
 from lmperf.model import OPTIMIZERS, SIZES
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if min(values) < 1:
-        raise argparse.ArgumentTypeError(f"context lengths must be positive, got {text!r}")
-    return values
+from lmperf.studies import int_list
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", required=True, choices=list(SIZES))
-    p.add_argument("--context-lengths", type=_int_list, required=True, help="comma-separated, e.g. 128,256")
+    p.add_argument("--context-lengths", type=int_list, required=True, help="comma-separated, e.g. 128,256")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--compile", action="store_true", help="torch.compile each Transformer block")

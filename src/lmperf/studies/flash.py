@@ -18,6 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import fingerprint, write_rows
+from lmperf.studies import int_list
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -142,10 +143,6 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
     return rows
 
 
-def _int_list(text: str) -> list[int]:
-    return [int(v) for v in text.split(",")]
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiment", choices=["leaderboard", "sweep"])
@@ -153,7 +150,7 @@ def main(argv=None) -> None:
     p.add_argument("--rep-ms", type=int, default=10000)
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--seq-lengths", type=_int_list, default=[128, 1024])
+    p.add_argument("--seq-lengths", type=int_list, default=[128, 1024])
     p.add_argument("--implementations", default="ours_triton,sdpa_flash,sdpa_cudnn")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
