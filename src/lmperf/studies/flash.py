@@ -45,6 +45,9 @@ def implementations() -> dict:
     """name -> attention(q, k, v, causal) on (batch, seq, d) tensors."""
     from lmperf.attention import FlashAttentionTriton
 
+    # The backward pass is timed by re-running backward on one graph (retain_graph=True), which a
+    # compiled graph refuses when it donates its saved buffers to the backward.
+    torch._functorch.config.donated_buffer = False
     compiled_triton = torch.compile(FlashAttentionTriton.apply)
     compiled_naive = torch.compile(naive_attention)
     return {
