@@ -13,6 +13,7 @@ FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
 import argparse
 
 import torch
+import torch._functorch.config
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
