@@ -25,6 +25,7 @@ localrules:
     flash_figures,
     comm_figures,
     attention_figures,
+    ddp_figures,
     report,
 
 

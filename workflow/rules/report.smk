@@ -6,6 +6,7 @@ AGGREGATES = {
     "flash_sweep": FLASH_SWEEP_TARGETS,
     "allreduce": ALLREDUCE_TARGETS,
     "attention": ATTENTION_SWEEP_TARGETS,
+    "ddp_train": DDP_TRAIN_TARGETS,
 }
 
 E2E_FIGURES = expand(
@@ -78,6 +79,18 @@ rule comm_figures:
         "{PYTHON} -m lmperf.report.comm_figures --allreduce {input.allreduce} --out {output} > {log} 2>&1"
 
 
+rule ddp_figures:
+    input:
+        timeline="results/ddp/timeline.csv",
+        code=code("report/ddp_figures.py", "report/style.py"),
+    output:
+        "report/figures/ddp_timeline.png",
+    log:
+        "logs/figures/ddp.log",
+    shell:
+        "{PYTHON} -m lmperf.report.ddp_figures --timeline {input.timeline} --out {output} > {log} 2>&1"
+
+
 rule report:
     input:
         e2e="results/e2e.csv",
@@ -87,11 +100,14 @@ rule report:
         flash_sweep="results/flash_sweep.csv",
         allreduce="results/allreduce.csv",
         attention="results/attention.csv",
-        figures=E2E_FIGURES + expand("report/figures/{name}.png", name=["flash_tflops", "allreduce_busbw", "attention_sweep"]),
+        ddp_train="results/ddp_train.csv",
+        ddp_sharding="results/ddp/sharding.csv",
+        figures=E2E_FIGURES + expand("report/figures/{name}.png",
+                                     name=["flash_tflops", "allreduce_busbw", "attention_sweep", "ddp_timeline"]),
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
                   "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
-                  "report/attention_section.py",
-                  "distributed/bucket_model.py"),
+                  "report/attention_section.py", "report/ddp_section.py",
+                  "distributed/bucket_model.py", "distributed/accounting.py"),
     output:
         "report/final.md",
     log:

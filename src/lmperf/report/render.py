@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmperf.measure.rows import atomic_path
-from lmperf.report import attention_section, comm_section, e2e_section, flash_section, precision_section
+from lmperf.report import attention_section, comm_section, ddp_section, e2e_section, flash_section, precision_section
 
 
 def read(path: Path) -> pd.DataFrame:
@@ -28,6 +28,7 @@ def render(results: Path, grid: str) -> str:
         attention_section.render(read(results / "attention.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
         comm_section.render(read(results / "allreduce.csv")),
+        ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv")),
     ]
     return "\n".join(head + sections)
 

@@ -1,0 +1,33 @@
+"""Data-parallel figure: the GPU kernels of one training step on rank 0, per DDP variant and CUDA
+stream, compute and NCCL communication in two colours, so overlap (or its absence) is visible."""
+
+import pandas as pd
+
+from lmperf.report.markdown import ok
+from lmperf.report.style import figure, figure_cli, save
+
+COLORS = {"compute": "tab:blue", "communication": "tab:orange"}
+
+
+def timeline(rows: pd.DataFrame, path) -> None:
+    rows = ok(rows)
+    variants = list(dict.fromkeys(rows["variant"])) if len(rows) else []
+    fig, axes = figure(nrows=max(1, len(variants)), width=9.0, height=2.0)
+    for ax, variant in zip(axes[:, 0], variants):
+        group = rows[rows["variant"] == variant]
+        streams = sorted(group["stream"].unique())
+        for y, stream in enumerate(streams):
+            for kind, color in COLORS.items():
+                spans = group[(group["stream"] == stream) & (group["kind"] == kind)]
+                ax.broken_barh(list(zip(spans["start_ms"], spans["duration_ms"])), (y - 0.4, 0.8), color=color,
+                               label=kind if y == 0 or kind == "communication" else None)
+        ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
+        ax.set(title=f"{variant} (one step, rank 0)", xlabel="time since first kernel (ms)")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left")
+    save(fig, path)
+
+
+if __name__ == "__main__":
+    figure_cli(timeline, "timeline", __doc__)
