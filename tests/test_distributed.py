@@ -181,3 +181,24 @@ def _fails(rank, world):
 def test_a_failing_rank_raises():
     with pytest.raises(Exception, match="rank 1 broke"):
         run_workers(_fails, WORLD, timeout_s=60)
+
+
+def _dropped_wrappers_free_their_model(rank, world, results_dir):
+    import gc
+    import weakref
+
+    for make in (DDPIndividualParameters, lambda m: DDPBucketed(m, bucket_size_mb=1e-9)):
+        model = ToyModel()
+        ddp = make(model)
+        x, y = batch("toy")
+        loss_fn("toy", ddp(x), y).backward()
+        ddp.finish_gradient_synchronization()
+        alive = weakref.ref(model)
+        del model, ddp
+        gc.collect()
+        assert alive() is None, "a dropped DDP wrapper kept its model (and gradients) alive"
+
+
+def test_dropped_ddp_wrappers_free_their_model(tmp_path):
+    """Gradient hooks live in C++ where the garbage collector cannot see them; they must not pin the model."""
+    run_workers(_dropped_wrappers_free_their_model, WORLD, tmp_path, timeout_s=120)

@@ -14,6 +14,8 @@ parameters appear once there, so they are reduced once.
   filled in reverse parameter order (roughly the order backward produces them).
 """
 
+import weakref
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -32,6 +34,23 @@ class _DataParallel(nn.Module):
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
+
+    def _on_grad_ready(self, callback) -> None:
+        """Call callback(param) once each parameter's gradient is accumulated in backward.
+
+        The hook holds the wrapper only weakly: a parameter keeps its hooks in C++, out of the
+        garbage collector's sight, so a strong reference would keep wrapper, model and gradients
+        alive forever after the wrapper is dropped.
+        """
+        method = weakref.WeakMethod(callback)
+
+        def hook(param):
+            bound = method()
+            if bound is not None:
+                bound(param)
+
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(hook)
 
     def _grads(self, params) -> list[torch.Tensor]:
         """Each parameter's gradient; a parameter the step did not use contributes zeros on every rank."""
@@ -63,8 +82,7 @@ class DDPIndividualParameters(_DataParallel):
         super().__init__(module)
         self._pending: list[tuple[dist.Work, torch.Tensor]] = []
         self._launched: set[int] = set()
-        for p in self.params:
-            p.register_post_accumulate_grad_hook(self._launch)
+        self._on_grad_ready(self._launch)
 
     def _launch(self, param: torch.Tensor) -> None:
         self._launched.add(id(param))
@@ -93,8 +111,7 @@ class DDPBucketed(_DataParallel):
         self.buckets = make_buckets(self.params, bucket_size_mb)
         self._bucket_of = {id(p): i for i, bucket in enumerate(self.buckets) for p in bucket}
         self.on_train_batch_start()
-        for p in self.params:
-            p.register_post_accumulate_grad_hook(self._ready)
+        self._on_grad_ready(self._ready)
 
     def on_train_batch_start(self) -> None:
         self._ready_count = [0] * len(self.buckets)
