@@ -38,7 +38,7 @@ reference:
 	test -f report/final.md
 	rm -rf report/reference/$(GPU) && mkdir -p report/reference/$(GPU)
 	cp -r report/final.md report/figures report/reference/$(GPU)/
-	cp results/*.csv report/reference/$(GPU)/
+	cp results/*.csv results/flash/leaderboard.csv results/ddp/sharding.csv report/reference/$(GPU)/
 	mkdir -p report/reference/$(GPU)/precision && cp results/precision/*.csv report/reference/$(GPU)/precision/
 
 clean:

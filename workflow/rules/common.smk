@@ -1,4 +1,5 @@
 # Helpers shared by every study: the grid in force, code dependencies, wildcard constraints.
+import fnmatch
 import glob
 import os
 import re

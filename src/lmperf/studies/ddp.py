@@ -186,6 +186,7 @@ def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
             end.record()
             synchronize(device)
             after_step, peak_during_step = torch.cuda.memory_allocated(device), torch.cuda.max_memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)  # the next peak_before_step covers forward + backward only
             if i >= args.warmup:
                 times.append(start.elapsed_time(end) / 1e3)
         params = list(model.parameters())
