@@ -50,3 +50,20 @@ def test_snakemake_refuses_a_bad_config_file(tmp_path):
     proc = snakemake(workdir, "-n", "--configfile", "bad.yaml", check=False)
     assert proc.returncode != 0
     assert "gigantic" in proc.stdout + proc.stderr
+
+
+def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
+    """The committed reference grid: the full grid with e2e.exclude and narrowed lists, as a dry run."""
+    workdir = copy_pipeline(tmp_path)
+    proc = snakemake(workdir, "-n", "--quiet", "rules", "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"),
+                     "--cores", "1", "report/final.md")
+    counts = dict(line.split()[:2] for line in proc.stdout.splitlines() if line.split()[1:2] and line.split()[1].isdigit())
+    assert counts["e2e"] == "22"  # 20 naive + flash_triton for xl in bf16, eager and compiled
+    assert counts["flash_sweep"] == "1"
+    assert counts["allreduce"] == "3"
+    assert counts["ddp_train"] == "2"
+
+
+def test_e2e_exclude_must_be_a_list_of_globs():
+    with pytest.raises(WorkflowError, match="exclude"):
+        validate(_with(["grids", "full", "e2e", "exclude"], "results/e2e/*"), SCHEMA)

@@ -113,6 +113,13 @@ def test_report_tables_are_the_csvs(smoke_run):
         assert float(forward) == pytest.approx(row["forward_mean_ms"], abs=0.0005)
         assert float(backward) == pytest.approx(row["backward_mean_ms"], abs=0.0005)
 
+    ddp = pd.read_csv(smoke_run / "results/ddp_train.csv").set_index("variant")
+    ddp_rows = markdown_tables(report, "### Global batch 4")
+    assert [r[0] for r in ddp_rows] == list(ddp.index) and (ddp["backend"] == "gloo").all()
+    for variant, step, *_ in ddp_rows:
+        assert float(step) == pytest.approx(ddp.loc[variant, "step_ms"], abs=0.005)
+    assert "Not measured: memory accounting needs CUDA allocator stats" in report
+
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -126,7 +133,8 @@ def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
     run = clone_run(smoke_run, tmp_path)
     touch_source(run / "src/lmperf/model/transformer.py")
     jobs = dry_run(run, "--config", "grid=smoke")
-    assert jobs == {"e2e": 16, "warmup": 8, "aggregate": 2, "e2e_figures": 1, "report": 1}
+    assert jobs == {"e2e": 16, "warmup": 8, "ddp_train": 1, "ddp_sharding": 1, "ddp_timeline": 1, "aggregate": 3,
+                    "e2e_figures": 1, "ddp_figures": 1, "report": 1}
     assert "precision" not in jobs and "flash_sweep" not in jobs  # need no model
 
 
@@ -154,10 +162,12 @@ def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
     # e2e: 2 attentions x 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts;
     # warm-up: 1 size x 2 modes x 4; flash sweep: 2 dtypes x 4 head sizes
-    # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes
+    # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
+    # DDP: 2 global batches, sharding, timeline
     assert jobs == {"e2e": 40, "warmup": 8, "precision": 3, "flash_leaderboard": 1, "flash_sweep": 8,
-                    "allreduce": 6, "attention_sweep": 8, "aggregate": 5, "e2e_figures": 1, "flash_figures": 1,
-                    "comm_figures": 1, "attention_figures": 1, "report": 1}
+                    "allreduce": 6, "attention_sweep": 8, "ddp_train": 2, "ddp_sharding": 1, "ddp_timeline": 1,
+                    "aggregate": 6, "e2e_figures": 1, "flash_figures": 1, "comm_figures": 1, "attention_figures": 1,
+                    "ddp_figures": 1, "report": 1}
 
 
 def test_slurm_profile_dry_run(tmp_path):

@@ -65,6 +65,16 @@ def render_training(train: pd.DataFrame) -> list[str]:
             out.append(f"- Overlapped variants hide {pct(hidden.min())} ({worst}) to {pct(hidden.max())} "
                        f"({hidden.idxmax()}) of the naive variant's {num(by.loc['naive', 'exposed_ms'])} ms of "
                        f"communication (bar: ≥ 80% each: **{'met' if hidden.min() >= 0.8 else 'not met'}**).")
+        if "individual" in by.index and "sync_ms" in by:
+            ind = by.loc["individual"]
+            out.append(f"- Per-parameter overlap leaves {num(ind['sync_ms'])} ms of waiting after backward, yet its step is "
+                       f"{num(ind['exposed_ms'])} ms slower than local: the other {num(ind['exposed_ms'] - ind['sync_ms'])} ms "
+                       "is backward itself running slower next to the NCCL kernels and the gradient hooks.")
+        noise = group["step_std_ms"].max()
+        if "naive" in by.index and noise > by.loc["naive", "exposed_ms"] / 2:
+            out.append(f"- Step-to-step noise (std up to {num(noise)} ms) is more than half the naive variant's "
+                       f"communication ({num(by.loc['naive', 'exposed_ms'])} ms): at this batch the differences between "
+                       "variants are not resolved.")
         if "naive" in by.index and "flat" in by.index:
             out.append(f"- One flat all-reduce instead of one per parameter changes the synchronization from {num(by.loc['naive', 'sync_ms'])} ms to "
                        f"{num(by.loc['flat', 'sync_ms'])} ms.")
@@ -104,8 +114,10 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
         f"{num(by.loc['unsharded', 'allocated_after_step_mib'], 0)} MiB allocated after the step.",
         f"- Sharding should remove {num(should, 0)} MiB of optimizer state per rank; memory after the step is "
         f"{num(saved, 0)} MiB lower, **{pct(saved / should)}** of it (bar: ≥ 90%: **{'met' if saved >= 0.9 * should else 'not met'}**). "
-        f"Step time goes from {num(by.loc['unsharded', 'step_ms'])} to {num(by.loc['sharded', 'step_ms'])} ms, "
-        "the difference being the parameter broadcasts after each step.",
+        f"Step time goes from {num(by.loc['unsharded', 'step_ms'])} ms to {num(by.loc['sharded', 'step_ms'])} ms: "
+        + ("each rank now updates only its shard, which saves more than the parameter broadcasts cost."
+           if by.loc["sharded", "step_ms"] < by.loc["unsharded", "step_ms"] else
+           "the parameter broadcasts after each step cost more than updating only a shard saves."),
         "- Unlike ZeRO stage 1, gradients are still all-reduced in full (every rank holds every gradient), and "
         "updated parameters travel by one broadcast per parameter from its owner rather than one all-gather; "
         "ZeRO-1 reduce-scatters gradients so each rank receives only its shard's.", "",
