@@ -14,6 +14,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/e2e.smk"
 include: "workflow/rules/precision.smk"
 include: "workflow/rules/flash.smk"
+include: "workflow/rules/memory.smk"
 include: "workflow/rules/distributed.smk"
 include: "workflow/rules/report.smk"
 

@@ -7,6 +7,8 @@ AGGREGATES = {
     "allreduce": ALLREDUCE_TARGETS,
     "attention": ATTENTION_SWEEP_TARGETS,
     "ddp_train": DDP_TRAIN_TARGETS,
+    "memory": MEMORY_TARGETS,
+    "memory_allocations": MEMORY_ALLOCATION_TARGETS,
 }
 
 E2E_FIGURES = expand(
@@ -102,11 +104,14 @@ rule report:
         attention="results/attention.csv",
         ddp_train="results/ddp_train.csv",
         ddp_sharding="results/ddp/sharding.csv",
+        memory="results/memory.csv",
+        memory_allocations="results/memory_allocations.csv",
+        memory_figures=MEMORY_FIGURES,
         figures=E2E_FIGURES + expand("report/figures/{name}.png",
                                      name=["flash_tflops", "allreduce_busbw", "attention_sweep", "ddp_timeline"]),
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
                   "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
-                  "report/attention_section.py", "report/ddp_section.py",
+                  "report/attention_section.py", "report/ddp_section.py", "report/memory_section.py",
                   "distributed/bucket_model.py", "distributed/accounting.py"),
     output:
         "report/final.md",

@@ -6,7 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmperf.measure.rows import atomic_path
-from lmperf.report import attention_section, comm_section, ddp_section, e2e_section, flash_section, precision_section
+from lmperf.report import (
+    attention_section, comm_section, ddp_section, e2e_section, flash_section, memory_section, precision_section,
+)
 
 
 def read(path: Path) -> pd.DataFrame:
@@ -25,6 +27,7 @@ def render(results: Path, grid: str) -> str:
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
         precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
+        memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv")),
         attention_section.render(read(results / "attention.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
         comm_section.render(read(results / "allreduce.csv")),

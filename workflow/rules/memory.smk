@@ -1,0 +1,33 @@
+# Memory: one step of one model recorded allocation by allocation, per (precision, mode, context).
+# On a GPU a CUDA memory snapshot; elsewhere torch.profiler. The snapshot pickle is not kept.
+
+MEMORY = GRID["memory"]
+MEMORY_NAMES = expand(
+    "{precision}-{mode}-ctx{ctx}", precision=MEMORY["precisions"], mode=MEMORY["modes"], ctx=MEMORY["context_lengths"]
+)
+MEMORY_TARGETS = expand("results/memory/{name}.csv", name=MEMORY_NAMES)
+MEMORY_ALLOCATION_TARGETS = expand("results/memory/{name}-allocations.csv", name=MEMORY_NAMES)
+MEMORY_FIGURES = expand("report/figures/memory/{name}.png", name=MEMORY_NAMES)
+
+
+rule memory:
+    input:
+        code("measure", "model", "studies/memory.py", "report/memory_figures.py", "report/style.py"),
+    output:
+        summary="results/memory/{precision}-{mode}-ctx{ctx}.csv",
+        allocations="results/memory/{precision}-{mode}-ctx{ctx}-allocations.csv",
+        phases="results/memory/{precision}-{mode}-ctx{ctx}-phases.csv",
+        html="results/memory/{precision}-{mode}-ctx{ctx}.html",
+        figure="report/figures/memory/{precision}-{mode}-ctx{ctx}.png",
+    log:
+        "logs/memory/{precision}-{mode}-ctx{ctx}.log",
+    wildcard_constraints:
+        mode="forward|train_step",
+        ctx=r"\d+",
+    params:
+        size=MEMORY["size"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.memory --size {params.size} --context-length {wildcards.ctx} --mode {wildcards.mode}"
+        " --precision {wildcards.precision} --figure {output.figure} --out {output.summary} > {log} 2>&1"
