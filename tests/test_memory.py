@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from lmperf.measure.memory_trace import events_from_snapshot, largest_allocations, live_bytes, our_frame
+from lmperf.memory_trace import events_from_snapshot, largest_allocations, live_bytes, our_frame
 from lmperf.report.memory_figures import timeline
 from lmperf.model import model_config
 from lmperf.studies import memory

@@ -7,9 +7,14 @@ AGGREGATES = {
     "allreduce": ALLREDUCE_TARGETS,
     "attention": ATTENTION_SWEEP_TARGETS,
     "ddp_train": DDP_TRAIN_TARGETS,
-    "memory": MEMORY_TARGETS,
-    "memory_allocations": MEMORY_ALLOCATION_TARGETS,
 }
+if MEMORY_TARGETS:  # an empty memory.context_lengths leaves the study out
+    AGGREGATES.update(memory=MEMORY_TARGETS, memory_allocations=MEMORY_ALLOCATION_TARGETS)
+MEMORY_REPORT_INPUTS = (
+    {"memory": "results/memory.csv", "memory_allocations": "results/memory_allocations.csv", "memory_figures": MEMORY_FIGURES}
+    if MEMORY_TARGETS
+    else {}
+)
 
 E2E_FIGURES = expand(
     "report/figures/{name}.png",
@@ -104,9 +109,7 @@ rule report:
         attention="results/attention.csv",
         ddp_train="results/ddp_train.csv",
         ddp_sharding="results/ddp/sharding.csv",
-        memory="results/memory.csv",
-        memory_allocations="results/memory_allocations.csv",
-        memory_figures=MEMORY_FIGURES,
+        **MEMORY_REPORT_INPUTS,
         figures=E2E_FIGURES + expand("report/figures/{name}.png",
                                      name=["flash_tflops", "allreduce_busbw", "attention_sweep", "ddp_timeline"]),
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
@@ -119,6 +122,7 @@ rule report:
         "logs/report.log",
     params:
         grid=GRID_NAME,
+        skip="" if MEMORY_TARGETS else "--skip memory",
     shell:
-        "{PYTHON} -m lmperf.report.render --grid {params.grid} --results results --figures report/figures"
+        "{PYTHON} -m lmperf.report.render --grid {params.grid} {params.skip} --results results --figures report/figures"
         " --out {output} > {log} 2>&1"

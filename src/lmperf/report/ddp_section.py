@@ -6,6 +6,8 @@ import pandas as pd
 from lmperf.distributed.accounting import (
     GB, FFNStack, Mesh, compute_bound_batch, devices_needed, fsdp_bytes_per_device, smallest_fsdp,
 )
+from lmperf.distributed.bucket_model import optimal_bucket_bytes
+from lmperf.report.comm_section import fits
 from lmperf.report.markdown import num, ok, pct, table
 
 OVERLAPPED = ("individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000")
@@ -27,7 +29,18 @@ def exposed(train: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def render_training(train: pd.DataFrame) -> list[str]:
+def predicted_bucket_mb(allreduce: pd.DataFrame | None, backend: str, world: int, grad_bytes: float) -> float | None:
+    """The bucket model's optimum (lmperf.distributed.bucket_model) from this backend's all-reduce fit."""
+    if allreduce is None or ok(allreduce).empty:
+        return None
+    fitted = fits(ok(allreduce))
+    match = fitted[(fitted["backend"] == backend) & (fitted["world_size"] == world)]
+    if match.empty or match["o_s"].iloc[0] <= 0:
+        return None
+    return optimal_bucket_bytes(grad_bytes, match["o_s"].iloc[0], match["w_bytes_per_s"].iloc[0]) / 2**20
+
+
+def render_training(train: pd.DataFrame, allreduce: pd.DataFrame | None = None) -> list[str]:
     out = ["## Data parallel training", ""]
     rows = exposed(train)
     if rows.empty:
@@ -59,6 +72,11 @@ def render_training(train: pd.DataFrame) -> list[str]:
             out.append(f"- Fastest bucketed variant: **{best}** at {num(by.loc[best, 'step_ms'])} ms, "
                        f"{pct(gap, 1)} against torch DDP's {num(by.loc['torch_ddp', 'step_ms'])} ms "
                        f"(bar: within 3%: **{'met' if abs(gap) <= 0.03 or gap < 0 else 'not met'}**).")
+            predicted = predicted_bucket_mb(allreduce, by["backend"].iloc[0], int(by["world_size"].iloc[0]),
+                                            by["grad_mib"].iloc[0] * 2**20)
+            if predicted is not None:
+                out.append(f"- The bucket model fitted to the all-reduce sweep (Communication) puts the optimum at "
+                           f"{num(predicted, 0)} MB; the fastest measured bucket size is {best.split('-')[1]} MB.")
         hidden = by.loc[[v for v in OVERLAPPED if v in by.index], "hidden"]
         if len(hidden):
             worst = hidden.idxmin()
@@ -162,5 +180,5 @@ def render_accounting() -> list[str]:
     return out
 
 
-def render(train: pd.DataFrame, sharding: pd.DataFrame) -> str:
-    return "\n".join(render_training(train) + render_sharding(sharding) + render_accounting())
+def render(train: pd.DataFrame, sharding: pd.DataFrame, allreduce: pd.DataFrame | None = None) -> str:
+    return "\n".join(render_training(train, allreduce) + render_sharding(sharding) + render_accounting())

@@ -3,7 +3,7 @@ allocation trace, the frames that made the largest allocations in their own colo
 
 import pandas as pd
 
-from lmperf.measure.memory_trace import largest_allocations, live_by_frame
+from lmperf.memory_trace import largest_allocations, live_by_frame
 from lmperf.report.style import figure, save
 
 TOP_FRAMES = 6

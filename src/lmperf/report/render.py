@@ -15,7 +15,7 @@ def read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
-def render(results: Path, grid: str) -> str:
+def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     e2e = read(results / "e2e.csv")
     head = [
         "# lmperf report",
@@ -27,11 +27,13 @@ def render(results: Path, grid: str) -> str:
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
         precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
-        memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv")),
+        ("## Memory\n\nNot in this run's grid (`memory.context_lengths` is empty).\n" if "memory" in skip else
+         memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"))),
         attention_section.render(read(results / "attention.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
         comm_section.render(read(results / "allreduce.csv")),
-        ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv")),
+        ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv"),
+                           read(results / "allreduce.csv")),
     ]
     return "\n".join(head + sections)
 
@@ -41,10 +43,11 @@ def main(argv=None) -> None:
     p.add_argument("--results", default="results", type=Path)
     p.add_argument("--figures", default="report/figures", type=Path)
     p.add_argument("--grid", default="")
+    p.add_argument("--skip", action="append", default=[], choices=["memory"], help="a study left out of the grid")
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
     with atomic_path(args.out) as tmp:
-        tmp.write_text(render(args.results, args.grid))
+        tmp.write_text(render(args.results, args.grid, tuple(args.skip)))
 
 
 if __name__ == "__main__":

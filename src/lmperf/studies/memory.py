@@ -25,7 +25,7 @@ import torch
 
 from lmperf.measure import fingerprint, write_rows
 from lmperf.measure.harness import autocast_context, resolve_device
-from lmperf.measure.memory_trace import events_from_profiler, events_from_snapshot, largest_allocations, live_bytes
+from lmperf.memory_trace import events_from_profiler, events_from_snapshot, largest_allocations, live_bytes
 from lmperf.measure.rows import atomic_path, write_csv_atomic
 from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
 
