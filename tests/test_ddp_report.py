@@ -8,6 +8,7 @@ import pytest
 from lmperf.distributed.accounting import (
     GB, FFNStack, Mesh, compute_bound_batch, fsdp_bytes_per_device, smallest_fsdp,
 )
+from lmperf.distributed.bucket_model import optimal_bucket_bytes
 from lmperf.report import ddp_section
 
 
@@ -29,7 +30,7 @@ def _train_rows(steps: dict, syncs: dict) -> pd.DataFrame:
     return pd.DataFrame([{
         "variant": v, "step_ms": ms, "step_std_ms": 0.5, "sync_ms": syncs.get(v), "global_batch": 16, "size": "xl",
         "context_length": 128, "world_size": 2, "backend": "nccl", "device_name": "GPU", "warmup": 5, "steps": 20,
-        "params": 10, "status": "ok", "note": ""} for v, ms in steps.items()])
+        "params": 10, "grad_mib": 8192.0, "status": "ok", "note": ""} for v, ms in steps.items()])
 
 
 def test_exposed_communication_and_hidden_share():
@@ -45,6 +46,17 @@ def test_exposed_communication_and_hidden_share():
     joined = "\n".join(text)
     assert "**bucketed-100** at 104.00 ms, 1.0% against torch DDP" in joined and "within 3%: **met**" in joined
     assert "hide 80.0% (individual) to 92.0% (bucketed-100)" in joined and "≥ 80% each: **met**" in joined
+
+
+def test_bucket_model_optimum_sits_beside_the_measured_one():
+    o, w = 100e-6, 3e11  # an all-reduce sweep that follows time = o + bytes / w exactly
+    sizes = [2**20, 10 * 2**20, 100 * 2**20, 2**30]
+    allreduce = pd.DataFrame({"backend": "nccl", "world_size": 2, "bytes": sizes, "size_mb": [1, 10, 100, 1024],
+                              "mean_ms": [(o + b / w) * 1e3 for b in sizes], "status": "ok", "note": ""})
+    train = _train_rows({"local": 100.0, "naive": 150.0, "bucketed-100": 104.0, "torch_ddp": 103.0}, {"naive": 50.0})
+    expected = optimal_bucket_bytes(8192 * 2**20, o, w) / 2**20
+    joined = "\n".join(ddp_section.render_training(train, allreduce))
+    assert f"puts the optimum at {expected:.0f} MB; the fastest measured bucket size is 100 MB" in joined
 
 
 def test_sharding_section_compares_saved_memory_with_the_state_removed():

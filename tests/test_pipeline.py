@@ -120,6 +120,15 @@ def test_report_tables_are_the_csvs(smoke_run):
         assert float(step) == pytest.approx(ddp.loc[variant, "step_ms"], abs=0.005)
     assert "Not measured: memory accounting needs CUDA allocator stats" in report
 
+    timing = pd.read_csv(smoke_run / "results/profile_timing.csv").set_index("mode")
+    (_size, _ctx, harness, profiled, *_), = markdown_tables(report, "(a) forward time")
+    assert float(harness) == pytest.approx(timing.loc["forward", "step_ms"], abs=0.005)
+    assert float(profiled) == pytest.approx(timing.loc["forward", "forward_range_ms"], abs=0.005)
+
+    memory = pd.read_csv(smoke_run / "results/memory.csv").set_index(["mode", "precision", "context_length"])
+    for mode, precision, ctx, peak, *_ in markdown_tables(report, "## Memory"):
+        assert float(peak) == pytest.approx(memory.loc[(mode, precision, int(ctx)), "trace_peak_mib"], abs=0.05)
+
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -133,8 +142,8 @@ def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
     run = clone_run(smoke_run, tmp_path)
     touch_source(run / "src/lmperf/model/transformer.py")
     jobs = dry_run(run, "--config", "grid=smoke")
-    assert jobs == {"e2e": 16, "warmup": 8, "memory": 4, "ddp_train": 1, "ddp_sharding": 1, "ddp_timeline": 1,
-                    "aggregate": 5, "e2e_figures": 1, "ddp_figures": 1, "report": 1}
+    assert jobs == {"e2e": 16, "warmup": 8, "profile": 2, "memory": 4, "ddp_train": 1, "ddp_sharding": 1,
+                    "ddp_timeline": 1, "aggregate": 7, "e2e_figures": 1, "ddp_figures": 1, "report": 1}
     assert "precision" not in jobs and "flash_sweep" not in jobs  # need no model
 
 
@@ -163,11 +172,12 @@ def test_full_grid_dag(tmp_path):
     # e2e: 2 attentions x 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts;
     # warm-up: 1 size x 2 modes x 4; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
-    # DDP: 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts
+    # DDP: 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
+    # profile: 5 sizes x 4 contexts x 2 modes
     assert jobs == {"e2e": 40, "warmup": 8, "precision": 3, "flash_leaderboard": 1, "flash_sweep": 8,
                     "allreduce": 6, "attention_sweep": 8, "ddp_train": 2, "ddp_sharding": 1, "ddp_timeline": 1,
-                    "memory": 12, "aggregate": 8, "e2e_figures": 1, "flash_figures": 1, "comm_figures": 1, "attention_figures": 1,
-                    "ddp_figures": 1, "report": 1}
+                    "memory": 12, "profile": 40, "aggregate": 10, "e2e_figures": 1, "flash_figures": 1,
+                    "comm_figures": 1, "attention_figures": 1, "ddp_figures": 1, "report": 1}
 
 
 def test_slurm_profile_dry_run(tmp_path):

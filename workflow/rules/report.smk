@@ -8,12 +8,20 @@ AGGREGATES = {
     "attention": ATTENTION_SWEEP_TARGETS,
     "ddp_train": DDP_TRAIN_TARGETS,
 }
+if PROFILE_TARGETS:  # an empty profile.sizes leaves the study out
+    AGGREGATES.update(profile=PROFILE_TARGETS, profile_timing=PROFILE_TIMING_TARGETS)
 if MEMORY_TARGETS:  # an empty memory.context_lengths leaves the study out
     AGGREGATES.update(memory=MEMORY_TARGETS, memory_allocations=MEMORY_ALLOCATION_TARGETS)
 MEMORY_REPORT_INPUTS = (
     {"memory": "results/memory.csv", "memory_allocations": "results/memory_allocations.csv", "memory_figures": MEMORY_FIGURES}
     if MEMORY_TARGETS
     else {}
+)
+PROFILE_REPORT_INPUTS = (
+    {"profile": "results/profile.csv", "profile_timing": "results/profile_timing.csv"} if PROFILE_TARGETS else {}
+)
+SKIPPED_STUDIES = " ".join(
+    f"--skip {study}" for study, targets in (("memory", MEMORY_TARGETS), ("profile", PROFILE_TARGETS)) if not targets
 )
 
 E2E_FIGURES = expand(
@@ -110,11 +118,12 @@ rule report:
         ddp_train="results/ddp_train.csv",
         ddp_sharding="results/ddp/sharding.csv",
         **MEMORY_REPORT_INPUTS,
+        **PROFILE_REPORT_INPUTS,
         figures=E2E_FIGURES + expand("report/figures/{name}.png",
                                      name=["flash_tflops", "allreduce_busbw", "attention_sweep", "ddp_timeline"]),
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
                   "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
-                  "report/attention_section.py", "report/ddp_section.py", "report/memory_section.py",
+                  "report/attention_section.py", "report/ddp_section.py", "report/memory_section.py", "report/profile_section.py",
                   "distributed/bucket_model.py", "distributed/accounting.py"),
     output:
         "report/final.md",
@@ -122,7 +131,7 @@ rule report:
         "logs/report.log",
     params:
         grid=GRID_NAME,
-        skip="" if MEMORY_TARGETS else "--skip memory",
+        skip=SKIPPED_STUDIES,
     shell:
         "{PYTHON} -m lmperf.report.render --grid {params.grid} {params.skip} --results results --figures report/figures"
         " --out {output} > {log} 2>&1"

@@ -8,6 +8,7 @@ import pandas as pd
 from lmperf.measure.rows import atomic_path
 from lmperf.report import (
     attention_section, comm_section, ddp_section, e2e_section, flash_section, memory_section, precision_section,
+    profile_section,
 )
 
 
@@ -27,6 +28,8 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
         precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
+        ("## Profiling\n\nNot in this run's grid (`profile.sizes` is empty).\n" if "profile" in skip else
+         profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"))),
         ("## Memory\n\nNot in this run's grid (`memory.context_lengths` is empty).\n" if "memory" in skip else
          memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"))),
         attention_section.render(read(results / "attention.csv")),
@@ -43,7 +46,7 @@ def main(argv=None) -> None:
     p.add_argument("--results", default="results", type=Path)
     p.add_argument("--figures", default="report/figures", type=Path)
     p.add_argument("--grid", default="")
-    p.add_argument("--skip", action="append", default=[], choices=["memory"], help="a study left out of the grid")
+    p.add_argument("--skip", action="append", default=[], choices=["memory", "profile"], help="a study left out of the grid")
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
     with atomic_path(args.out) as tmp:

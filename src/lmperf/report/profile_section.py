@@ -1,0 +1,101 @@
+"""The report's "Profiling" section: the handout's nsys_profile questions (a)-(e), computed from the
+kernel tables (results/profile.csv) and timings (results/profile_timing.csv)."""
+
+import pandas as pd
+
+from lmperf.model import model_config
+from lmperf.report.markdown import num, ok, pct, table
+from lmperf.report.style import sort_by_size
+
+# Softmax per score element: max, subtract, exp, sum, divide.
+SOFTMAX_FLOPS_PER_SCORE = 5
+
+
+def attention_flop_ratio(size: str, ctx: int) -> float:
+    """Softmax FLOPs over the two attention matmuls' FLOPs (QK^T and PV: 2 x 2·T·T·d_head per head)."""
+    d_head = model_config(size, ctx).d_head
+    return SOFTMAX_FLOPS_PER_SCORE / (2 * 2 * d_head)
+
+
+def answers(kernels: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
+    """One row per (size, context): the numbers behind answers (a)-(e)."""
+    out = []
+    for (size, ctx), group in kernels.groupby(["size", "context_length"]):
+        fwd = group[group["mode"] == "forward"]
+        train = group[group["mode"] == "train_step"]
+        t = timing[(timing["size"] == size) & (timing["context_length"] == ctx)].set_index("mode")
+        row = {"size": size, "context_length": ctx}
+        if "forward" in t.index:
+            f = t.loc["forward"]
+            profiled_forward = f["kernel_forward_ms"] if f["device_type"] == "cuda" else f["forward_range_ms"]
+            row.update(harness_forward_ms=f["step_ms"], profiler_forward_ms=profiled_forward,
+                       agreement=profiled_forward / f["step_ms"] - 1)
+        if len(t):
+            row["overhead"] = (t["profiled_step_ms"] / t["step_ms"] - 1).max()
+        if len(fwd):
+            by_kernel = fwd.groupby("kernel").agg(total=("total_ms", "sum"), per_step=("instances_per_step", "sum"))
+            top = by_kernel["total"].idxmax()
+            total = fwd["total_ms"].sum()
+            non_gemm = fwd[fwd["category"] != "gemm"].groupby("kernel")["total_ms"].sum() / total
+            row.update(top_forward=top, top_forward_calls=by_kernel.loc[top, "per_step"],
+                       non_gemm=", ".join(f"{k} ({pct(v)})" for k, v in non_gemm[non_gemm >= 0.01]
+                                          .sort_values(ascending=False).head(4).items()),
+                       gemm_share_forward=fwd.loc[fwd["category"] == "gemm", "total_ms"].sum() / total)
+            attention = fwd.groupby("range")["total_ms"].sum()
+            matmuls = attention.get("forward/attention scores", 0) + attention.get("forward/final matmul", 0)
+            if matmuls > 0 and "forward/softmax" in attention:
+                row.update(softmax_time_ratio=attention["forward/softmax"] / matmuls,
+                           softmax_flop_ratio=attention_flop_ratio(size, ctx))
+        if len(train):
+            by_kernel = train.groupby("kernel")["total_ms"].sum()
+            row["top_train"] = by_kernel.idxmax()
+            total = train["total_ms"].sum()
+            share = train.groupby("category")["total_ms"].sum() / total
+            row["gemm_share_train"] = share.get("gemm", 0.0)
+            if len(fwd):
+                fshare = fwd.groupby("category")["total_ms"].sum() / fwd["total_ms"].sum()
+                growth = share.sub(fshare, fill_value=0).drop("gemm", errors="ignore")
+                row["grows_instead"] = f"{growth.idxmax()} (+{num(growth.max() * 100, 1)} pts)" if len(growth) else ""
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def render(kernels: pd.DataFrame, timing: pd.DataFrame) -> str:
+    out = ["## Profiling", ""]
+    kernels, timing = ok(kernels), ok(timing)
+    if kernels.empty:
+        return "\n".join(out + ["No profile was recorded.", ""])
+    first = timing.iloc[0]
+    unit = "kernels" if first["device_type"] == "cuda" else "operators (self CPU time: no GPU here)"
+    out += [f"Made with **{', '.join(sorted(kernels['profiler'].unique()))}** on {first['device_name']}: fp32, batch "
+            f"{int(first['batch_size'])}, {int(first['measured_steps'])} measured steps after warm-up, naive attention "
+            f"annotated with ranges; the tables count {unit} of the measured steps only. Each step is also timed "
+            "without the profiler in the same process.", ""]
+    rows = sort_by_size(answers(kernels, timing), ["size", "context_length"])
+    out += ["(a) forward time, (b) the top forward kernel and its calls per forward pass, (d) the GEMM share:", "",
+            table(pd.DataFrame({
+                "size": rows["size"], "context": rows["context_length"],
+                "harness forward (ms)": rows.get("harness_forward_ms", pd.Series(dtype=float)).map(num),
+                "profiler forward (ms)": rows.get("profiler_forward_ms", pd.Series(dtype=float)).map(num),
+                "agreement": rows.get("agreement", pd.Series(dtype=float)).map(pct),
+                "profiler overhead": rows.get("overhead", pd.Series(dtype=float)).map(pct),
+                "top forward kernel": rows.get("top_forward", ""),
+                "calls / forward": rows.get("top_forward_calls", pd.Series(dtype=float)).map(lambda x: num(x, 0)),
+                "top train-step kernel": rows.get("top_train", ""),
+                "GEMM share, forward": rows.get("gemm_share_forward", pd.Series(dtype=float)).map(pct),
+                "GEMM share, train step": rows.get("gemm_share_train", pd.Series(dtype=float)).map(pct),
+                "grows instead": rows.get("grows_instead", ""),
+            })), ""]
+    for r in rows.itertuples():
+        sentence = f"- {r.size}, context {r.context_length}: "
+        parts = []
+        if isinstance(getattr(r, "top_forward", None), str) and isinstance(getattr(r, "top_train", None), str):
+            parts.append(f"(b) `{r.top_forward}` leads the forward pass; the train step is led by "
+                         + ("the same kernel" if r.top_forward == r.top_train else f"`{r.top_train}`"))
+        if isinstance(getattr(r, "non_gemm", None), str) and r.non_gemm:
+            parts.append(f"(c) non-GEMM work of ≥ 1% of forward time: {r.non_gemm}")
+        if pd.notna(getattr(r, "softmax_time_ratio", float("nan"))):
+            parts.append(f"(e) softmax takes {num(r.softmax_time_ratio)}× the time of the two attention matmuls for "
+                         f"{num(r.softmax_flop_ratio, 3)}× their FLOPs")
+        out.append(sentence + "; ".join(parts) + ".")
+    return "\n".join(out + [""])

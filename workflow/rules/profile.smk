@@ -1,0 +1,31 @@
+# Profiling: a kernel table per (size, mode, context), made with torch.profiler, and the same steps
+# timed without it. Naive attention is swapped for its annotated copy (ranges around its stages).
+
+PROFILE = GRID["profile"]
+PROFILE_NAMES = expand("{size}/{mode}-ctx{ctx}", size=PROFILE["sizes"], mode=PROFILE["modes"], ctx=PROFILE["context_lengths"])
+PROFILE_TARGETS = expand("results/profile/{name}.csv", name=PROFILE_NAMES)
+PROFILE_TIMING_TARGETS = expand("results/profile/{name}-timing.csv", name=PROFILE_NAMES)
+
+
+rule profile:
+    input:
+        code("attention/__init__.py", "attention/naive.py", "attention/annotated.py", "measure", "model", "ranges.py",
+             "studies/profile.py"),
+    output:
+        kernels="results/profile/{size}/{mode}-ctx{ctx}.csv",
+        timing="results/profile/{size}/{mode}-ctx{ctx}-timing.csv",
+    log:
+        "logs/profile/{size}/{mode}-ctx{ctx}.log",
+    wildcard_constraints:
+        size=alternatives(PROFILE["sizes"]) if PROFILE["sizes"] else "(?!)",
+        mode="forward|train_step",
+        ctx=r"\d+",
+    params:
+        warmup=PROFILE["warmup_steps"],
+        steps=PROFILE["measured_steps"],
+    resources:
+        gpu=1,
+    shell:
+        "{PYTHON} -m lmperf.studies.profile --size {wildcards.size} --context-length {wildcards.ctx}"
+        " --mode {wildcards.mode} --warmup-steps {params.warmup} --measured-steps {params.steps}"
+        " --out {output.kernels} > {log} 2>&1"
