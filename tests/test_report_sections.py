@@ -46,7 +46,7 @@ def test_sweep_section_tables_memory_and_failures():
     text = flash_section.render(leaderboard_frame(), sweep_frame())
     assert "**forward + backward (ms), bf16, d = 64**" in text
     assert re.search(r"\| 2048\s+\| 4\.096\s+\| 2\.048", text)  # naive then ours_triton, from the rows
-    assert "×2.00 for ×2.00 the sequence, i.e. linear" in text
+    assert "×2.00 for ×2.00 the sequence (at most linear in sequence length; an N² buffer would grow ×4.00)" in text
     assert "naive bf16: oom" in text and "sdpa_flash fp32: skipped" in text
 
 

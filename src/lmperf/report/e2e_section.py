@@ -174,7 +174,8 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
         if len(gains):
             out += [f"The train step with {other} is {num(gains['speedup'].median())}× as fast as with naive attention "
                     f"(median over {len(gains)} points; range {num(gains['speedup'].min())}–{num(gains['speedup'].max())}); "
-                    f"{rescued} points that run out of memory with naive attention fit with {other}.", ""]
+                    f"{rescued} point{'s' if rescued != 1 else ''} that run{'s' if rescued == 1 else ''} out of memory with "
+                    f"naive attention fit{'s' if rescued == 1 else ''} with {other}.", ""]
         out += [table(frame), ""]
     return out
 

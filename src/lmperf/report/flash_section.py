@@ -61,10 +61,11 @@ def sweep(frame: pd.DataFrame) -> list[str]:
         last, before = ours.iloc[-1], ours.iloc[-2]
         growth = last["peak_mem_gib"] / before["peak_mem_gib"]
         seq_growth = last["seq"] / before["seq"]
-        shape = "linear" if growth < 1.5 * seq_growth else "faster than linear"
+        shape = ("at most linear" if growth <= 1.05 * seq_growth else
+                 "between linear and quadratic" if growth < 0.75 * seq_growth**2 else "quadratic")
         out += [f"Peak memory of ours, forward + backward: {num(before['peak_mem_gib'], 3)} GiB at seq {int(before['seq'])} and "
                 f"{num(last['peak_mem_gib'], 3)} GiB at seq {int(last['seq'])}: ×{num(growth)} for ×{num(seq_growth)} "
-                f"the sequence, i.e. {shape} in sequence length.", ""]
+                f"the sequence ({shape} in sequence length; an N² buffer would grow ×{num(seq_growth**2)}).", ""]
     not_run = frame[frame["status"] != "ok"]
     if len(not_run):
         out += [f"{len(not_run)} sweep rows did not run: "
