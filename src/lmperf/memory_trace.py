@@ -24,15 +24,17 @@ def our_frame(frames: list[dict]) -> str:
 def events_from_profiler(function_events) -> pd.DataFrame:
     """Signed self memory of each op, in start order: a positive delta is an allocation, labelled
     with the op that made it ("op aten::mm": torch 2.13's profiler fails on CPU with
-    with_stack=True, so no Python frame is known), a negative one a free of that many bytes."""
+    with_stack=True, so no Python frame is known), a negative one a free of that many bytes.
+    ``start_us`` is the op's start on the profiler's clock, to place other events among these."""
     rows = []
     for e in sorted(function_events, key=lambda e: e.time_range.start):
         delta = e.self_cpu_memory_usage if e.name != "[memory]" else e.cpu_memory_usage
         if delta > 0:
-            rows.append({"action": "alloc", "addr": f"op{e.id}", "size": delta, "frame": f"op {e.name}"})
+            rows.append({"action": "alloc", "addr": f"op{e.id}", "size": delta, "frame": f"op {e.name}",
+                         "start_us": e.time_range.start})
         elif delta < 0:
-            rows.append({"action": "free", "addr": None, "size": -delta, "frame": ""})
-    return pd.DataFrame(rows, columns=["action", "addr", "size", "frame"])
+            rows.append({"action": "free", "addr": None, "size": -delta, "frame": "", "start_us": e.time_range.start})
+    return pd.DataFrame(rows, columns=["action", "addr", "size", "frame", "start_us"])
 
 
 def events_from_snapshot(snapshot: dict, device: int = 0) -> pd.DataFrame:

@@ -16,6 +16,11 @@ def read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
+def not_in_grid(section: str, key: str) -> str:
+    """The section of a study the grid leaves out (its list ``key`` is empty)."""
+    return f"## {section}\n\nNot in this run's grid (`{key}` is empty).\n"
+
+
 def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     e2e = read(results / "e2e.csv")
     head = [
@@ -28,9 +33,9 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
         precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
-        ("## Profiling\n\nNot in this run's grid (`profile.sizes` is empty).\n" if "profile" in skip else
+        (not_in_grid("Profiling", "profile.sizes") if "profile" in skip else
          profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"))),
-        ("## Memory\n\nNot in this run's grid (`memory.context_lengths` is empty).\n" if "memory" in skip else
+        (not_in_grid("Memory", "memory.context_lengths") if "memory" in skip else
          memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"))),
         attention_section.render(read(results / "attention.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),

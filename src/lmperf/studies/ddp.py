@@ -29,7 +29,8 @@ import torch.distributed as dist
 
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
 from lmperf.measure import fingerprint, write_rows
-from lmperf.measure.harness import synchronize, time_once
+from lmperf.measure.harness import _free as free_memory
+from lmperf.measure.harness import synchronize, time_once, time_steps
 from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
 
 VARIANTS = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000",
@@ -105,12 +106,14 @@ def build_model(size: str, ctx: int, device: torch.device) -> TransformerLM:
     return TransformerLM(model_config(size, ctx), device=device)
 
 
-def _free(device: torch.device) -> None:
-    import gc
-
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+def variant_step(variant: str, args, device: torch.device):
+    """A fresh model (same seed every time) wrapped as ``variant``, its optimizer and its train step."""
+    model = build_model(args.size, args.context_length, device)
+    ddp = wrap(variant, model, device)
+    optimizer = make_optimizer(args.optimizer, model.parameters())
+    batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
+    step, sync = make_train_step(ddp, optimizer, batch, device)
+    return model, ddp, step, sync
 
 
 def train_rows(args, device: torch.device, env: dict) -> list[dict]:
@@ -121,16 +124,8 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
                "global_batch": args.global_batch, "world_size": world, "warmup": args.warmup, "steps": args.steps,
                "status": "ok", "note": ""}
         try:
-            model = build_model(args.size, args.context_length, device)
-            ddp = wrap(variant, model, device)
-            optimizer = make_optimizer(args.optimizer, model.parameters())
-            batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
-            step, sync = make_train_step(ddp, optimizer, batch, device)
-            times = []
-            for i in range(args.warmup + args.steps):
-                elapsed = time_once(step, device)[0]
-                if i >= args.warmup:
-                    times.append(elapsed)
+            model, ddp, step, sync = variant_step(variant, args, device)
+            times = time_steps(step, args.warmup, args.steps, device).host_s
             synced = [_seconds(s) for s in sync[args.warmup:]]
             step_s = slowest_rank(times)
             row.update(params=count_parameters(model), grad_mib=sum(p.numel() * 4 for p in model.parameters()) / 2**20,
@@ -146,8 +141,8 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
             print(f"{variant:>14} {row['status']} step {row.get('step_ms', float('nan')):9.2f} ms "
                   f"sync {row.get('sync_ms', float('nan')):8.2f} ms", flush=True)
         rows.append({**row, **env})
-        model = ddp = optimizer = step = None
-        _free(device)
+        model = ddp = step = None
+        free_memory(device)
     return rows
 
 
@@ -206,7 +201,7 @@ def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
             "step_ms": statistics.fmean(slowest_rank(times)) * 1e3, "status": "ok", "note": "", **env,
         })
         model = ddp = optimizer = local = params = None
-        _free(device)
+        free_memory(device)
     return rows
 
 
@@ -218,11 +213,7 @@ def timeline_rows(args, device: torch.device, env: dict) -> list[dict]:
 
     rows = []
     for variant in args.variants:
-        model = build_model(args.size, args.context_length, device)
-        ddp = wrap(variant, model, device)
-        optimizer = make_optimizer(args.optimizer, model.parameters())
-        step, _ = make_train_step(ddp, optimizer, Batch(model.cfg.vocab_size, args.global_batch,
-                                                        args.context_length, device), device)
+        _, _, step, _ = variant_step(variant, args, device)
         for _ in range(args.warmup):
             step()
         synchronize(device)
@@ -239,8 +230,8 @@ def timeline_rows(args, device: torch.device, env: dict) -> list[dict]:
                          "kind": "communication" if "nccl" in e.name.lower() else "compute",
                          "start_ms": (e.time_range.start - t0) / 1e3, "duration_ms": (e.time_range.end - e.time_range.start) / 1e3,
                          "status": "ok", "note": "", **env})
-        model = ddp = optimizer = step = prof = kernels = None
-        _free(device)
+        step = prof = kernels = None
+        free_memory(device)
     return rows
 
 

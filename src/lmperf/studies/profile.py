@@ -17,6 +17,7 @@ which runs anywhere (the smoke grid exercises it on the CPU).
 """
 
 import argparse
+import bisect
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,23 +37,30 @@ ATTENTION_RANGES = ("attention scores", "softmax", "final matmul")
 MODES = ("forward", "train_step")
 
 
-def _containing(ranges_by_name: dict, t: float, names) -> str | None:
-    """The innermost (latest-starting) range among ``names`` whose span contains time t."""
+def _containing(spans: dict, t: float, names) -> str | None:
+    """The innermost (latest-starting) range among ``names`` whose span contains time t.
+
+    ``spans[name]`` is a (starts, ends) pair sorted by start; ranges of one name never overlap each
+    other, so only the last one starting at or before t can contain it (a bisection, not a scan:
+    a profiled xl step has thousands of ranges and tens of thousands of operators).
+    """
     best = None
     for name in names:
-        for start, end in ranges_by_name.get(name, ()):
-            if start <= t <= end and (best is None or start > best[0]):
-                best = (start, name)
+        starts, ends = spans.get(name, ((), ()))
+        i = bisect.bisect_right(starts, t) - 1
+        if i >= 0 and t <= ends[i] and (best is None or starts[i] > best[0]):
+            best = (starts[i], name)
     return best[1] if best else None
 
 
 def kernel_rows(function_events, steps: int, on_gpu: bool) -> pd.DataFrame:
     """Aggregate the measured steps' work by (range, name): on a GPU each operator's own kernels and
     their device time; on a CPU each operator's self time (its children's time is theirs)."""
-    spans = defaultdict(list)
+    by_name = defaultdict(list)
     for e in function_events:
         if e.name in (*STEP_RANGES, *PHASE_RANGES, *ATTENTION_RANGES):
-            spans[e.name].append((e.time_range.start, e.time_range.end))
+            by_name[e.name].append((e.time_range.start, e.time_range.end))
+    spans = {name: tuple(zip(*sorted(pairs))) for name, pairs in by_name.items()}
     totals = defaultdict(lambda: [0, 0.0])
     for e in function_events:
         if e.name in spans or e.device_type != torch.autograd.DeviceType.CPU or e.name.startswith("ProfilerStep"):
