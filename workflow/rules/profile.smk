@@ -1,5 +1,6 @@
-# Profiling: a kernel table per (size, mode, context), made with torch.profiler, and the same steps
-# timed without it. Naive attention is swapped for its annotated copy (ranges around its stages).
+# Profiling: a kernel table per (size, mode, context), made with Nsight Systems where it is installed
+# (torch.profiler elsewhere), and the same steps timed without a profiler. Naive attention is swapped
+# for its annotated copy (ranges around its stages). nsys's .nsys-rep stays beside the CSV, untracked.
 
 PROFILE = GRID["profile"]
 PROFILE_NAMES = expand("{size}/{mode}-ctx{ctx}", size=PROFILE["sizes"], mode=PROFILE["modes"], ctx=PROFILE["context_lengths"])
@@ -23,9 +24,11 @@ rule profile:
     params:
         warmup=PROFILE["warmup_steps"],
         steps=PROFILE["measured_steps"],
+        profiler=PROFILE["profiler"],
     resources:
         gpu=1,
     shell:
         "{PYTHON} -m lmperf.studies.profile --size {wildcards.size} --context-length {wildcards.ctx}"
         " --mode {wildcards.mode} --warmup-steps {params.warmup} --measured-steps {params.steps}"
+        " --profiler {params.profiler}"
         " --out {output.kernels} > {log} 2>&1"

@@ -27,9 +27,8 @@ def answers(kernels: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
         row = {"size": size, "context_length": ctx}
         if "forward" in t.index:
             f = t.loc["forward"]
-            profiled_forward = f["kernel_forward_ms"] if f["device_type"] == "cuda" else f["forward_range_ms"]
-            row.update(harness_forward_ms=f["step_ms"], profiler_forward_ms=profiled_forward,
-                       agreement=profiled_forward / f["step_ms"] - 1)
+            row.update(harness_forward_ms=f["step_ms"], profiler_forward_ms=f["profiler_forward_ms"],
+                       agreement=f["profiler_forward_ms"] / f["step_ms"] - 1)
         if len(t):
             row["overhead"] = (t["profiled_step_ms"] / t["step_ms"] - 1).max()
         if len(fwd):
@@ -69,8 +68,11 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame) -> str:
     unit = "kernels" if first["device_type"] == "cuda" else "operators (self CPU time: no GPU here)"
     out += [f"Made with **{', '.join(sorted(kernels['profiler'].unique()))}** on {first['device_name']}: fp32, batch "
             f"{int(first['batch_size'])}, {int(first['measured_steps'])} measured steps after warm-up, naive attention "
-            f"annotated with ranges; the tables count {unit} of the measured steps only. Each step is also timed "
-            "without the profiler in the same process.", ""]
+            f"annotated with ranges; the tables count {unit} of the measured steps only, warm-up excluded. "
+            f"The profiler's forward time is the {', '.join(sorted(timing['profiler_forward_basis'].unique()))}; the "
+            "harness's is the same step timed with no profiler attached (nsys: in the parent process, after the "
+            "profiled child; torch.profiler: in the same process). Profiler overhead is the profiled step's time over "
+            "the plain one, the larger of forward and train step.", ""]
     rows = sort_by_size(answers(kernels, timing), ["size", "context_length"])
     out += ["(a) forward time, (b) the top forward kernel and its calls per forward pass, (d) the GEMM share:", "",
             table(pd.DataFrame({
@@ -86,6 +88,12 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame) -> str:
                 "GEMM share, train step": rows.get("gemm_share_train", pd.Series(dtype=float)).map(pct),
                 "grows instead": rows.get("grows_instead", ""),
             })), ""]
+    if "agreement" in rows:
+        worst = rows.dropna(subset=["agreement"]).assign(off=lambda f: f["agreement"].abs())
+        worst = worst.loc[worst.groupby("context_length")["off"].idxmax()]
+        out += ["(a) The profiler's forward time agrees with the harness within "
+                + "; ".join(f"{pct(r.off)} at context {r.context_length} (worst: {r.size})" for r in worst.itertuples())
+                + f". The profiler slows the step by {pct(rows['overhead'].min())} to {pct(rows['overhead'].max())}.", ""]
     for r in rows.itertuples():
         sentence = f"- {r.size}, context {r.context_length}: "
         parts = []

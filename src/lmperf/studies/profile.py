@@ -3,22 +3,28 @@
     python -m lmperf.studies.profile --size small --context-length 256 --mode forward \\
         --out results/profile/small/forward-ctx256.csv
 
-One process: the model with the annotated attention (ranges "attention scores", "softmax",
-"final matmul"), profiler ranges on ("warmup step", "measured step", "forward", "backward",
-"optimizer step"). The step is first timed without any profiler, then timed again under
-torch.profiler, so the profiler's overhead is a measured number. Each kernel (on a GPU) or leaf
-operator (on a CPU) of the measured steps becomes a row of the kernel table: name, category
-(lmperf.measure.kernels.categorize), the innermost named range it ran under, instances, total and
-mean time. Writes <out> (the kernel table) and <out stem>-timing.csv (the two timings and the
-summed range times).
+The model runs with the annotated attention (ranges "attention scores", "softmax", "final matmul")
+and ranges on the steps ("warmup step", "measured step") and phases ("forward", "backward",
+"optimizer step"). Two profilers, one CSV schema:
 
-Nsight Systems is the issue's first choice of profiler; this module is the torch.profiler path,
-which runs anywhere (the smoke grid exercises it on the CPU).
+- **nsys** (Nsight Systems, the default where it is installed and a GPU is present): the profiled
+  steps run in a child process under ``nsys profile --trace=cuda,nvtx``; the kernel table comes
+  from the report's ``nsys stats`` CSVs (lmperf.measure.nsys). The report ``<out stem>.nsys-rep``
+  is kept beside the CSV for the GUI; the pipeline does not track it.
+- **torch.profiler** (anywhere, the smoke grid's path on a CPU): the profiled steps run in this
+  process under torch.profiler; on a CPU the table counts operators' self time.
+
+Either way the same step is also timed in this process with no profiler attached, so the profiler's
+overhead is a measured number. Writes <out> (the kernel table: range, kernel, category, instances,
+total and mean time, measured steps only) and <out stem>-timing.csv (the timings and the profiler's
+view of the forward pass).
 """
 
 import argparse
-import bisect
-from collections import defaultdict
+import json
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -26,70 +32,128 @@ import torch
 
 from lmperf import ranges
 from lmperf.attention import get_attention
-from lmperf.measure import fingerprint, write_rows
-from lmperf.measure.harness import make_step, resolve_device, time_steps
-from lmperf.measure.kernels import categorize
+from lmperf.measure import fingerprint, nsys, write_rows
+from lmperf.measure.harness import _free, make_step, resolve_device, time_steps
+from lmperf.measure.kernels import kernel_table, spans_by_name
 from lmperf.model import TransformerLM, make_optimizer, model_config
 
-STEP_RANGES = ("measured step", "warmup step")
-PHASE_RANGES = ("forward", "backward", "optimizer step")
-ATTENTION_RANGES = ("attention scores", "softmax", "final matmul")
 MODES = ("forward", "train_step")
+PROFILERS = ("auto", "nsys", "torch")
 
 
-def _containing(spans: dict, t: float, names) -> str | None:
-    """The innermost (latest-starting) range among ``names`` whose span contains time t.
-
-    ``spans[name]`` is a (starts, ends) pair sorted by start; ranges of one name never overlap each
-    other, so only the last one starting at or before t can contain it (a bisection, not a scan:
-    a profiled xl step has thousands of ranges and tens of thousands of operators).
-    """
-    best = None
-    for name in names:
-        starts, ends = spans.get(name, ((), ()))
-        i = bisect.bisect_right(starts, t) - 1
-        if i >= 0 and t <= ends[i] and (best is None or starts[i] > best[0]):
-            best = (starts[i], name)
-    return best[1] if best else None
+def build_step(args, device: torch.device):
+    """The model (annotated attention), one random batch and the step of ``args.mode``."""
+    cfg = model_config(args.size, args.context_length)
+    model = TransformerLM(cfg, attention=get_attention("annotated"), device=device)
+    optimizer = make_optimizer("lmperf", model.parameters())
+    generator = torch.Generator().manual_seed(0)
+    tokens, targets = (torch.randint(0, cfg.vocab_size, (args.batch_size, args.context_length),
+                                     generator=generator).to(device) for _ in range(2))
+    return make_step(args.mode, model, optimizer, tokens, targets, "fp32", device)
 
 
-def kernel_rows(function_events, steps: int, on_gpu: bool) -> pd.DataFrame:
-    """Aggregate the measured steps' work by (range, name): on a GPU each operator's own kernels and
-    their device time; on a CPU each operator's self time (its children's time is theirs)."""
-    by_name = defaultdict(list)
-    for e in function_events:
-        if e.name in (*STEP_RANGES, *PHASE_RANGES, *ATTENTION_RANGES):
-            by_name[e.name].append((e.time_range.start, e.time_range.end))
-    spans = {name: tuple(zip(*sorted(pairs))) for name, pairs in by_name.items()}
-    totals = defaultdict(lambda: [0, 0.0])
-    for e in function_events:
-        if e.name in spans or e.device_type != torch.autograd.DeviceType.CPU or e.name.startswith("ProfilerStep"):
+def timed(args, device: torch.device, named_ranges: bool) -> list[float]:
+    """Host seconds of each measured step, with the named ranges on or off."""
+    step = build_step(args, device)
+    ranges.enable(named_ranges)
+    try:
+        return time_steps(step, args.warmup_steps, args.measured_steps, device).host_s
+    finally:
+        ranges.enable(False)
+        del step
+        _free(device)
+
+
+def forward_spans_ms(activities: pd.DataFrame, spans, steps: int) -> float:
+    """Mean over measured steps of the forward range's GPU span: from the first kernel launched in
+    it starting to the last one ending (Nsight's "projected" range), idle gaps included."""
+    starts, ends = spans.get("forward", ((), ()))
+    measured = spans.get("measured step", ((), ()))
+    total = 0.0
+    for s, e in zip(starts, ends):
+        if not any(ms <= s <= me for ms, me in zip(*measured)):
             continue
-        launched = [(k.name, k.duration) for k in e.kernels] if on_gpu else [(e.name, e.self_cpu_time_total)]
-        if not launched or not any(us > 0 for _, us in launched):
-            continue
-        t = e.time_range.start
-        if _containing(spans, t, STEP_RANGES) != "measured step":
-            continue
-        phase = _containing(spans, t, PHASE_RANGES) or "other"
-        sub = _containing(spans, t, ATTENTION_RANGES) if phase == "forward" else None
-        where = f"{phase}/{sub}" if sub else phase
-        for name, us in launched:
-            totals[(where, name)][0] += 1
-            totals[(where, name)][1] += us
-    rows = [{"range": where, "kernel": name[:200], "category": categorize(name), "instances": n,
-             "instances_per_step": n / steps, "total_ms": us / 1e3, "mean_us": us / n}
-            for (where, name), (n, us) in totals.items()]
-    frame = pd.DataFrame(rows, columns=["range", "kernel", "category", "instances", "instances_per_step",
-                                        "total_ms", "mean_us"])
-    return frame.sort_values("total_ms", ascending=False).reset_index(drop=True)
+        inside = activities[(activities["launch"] >= s) & (activities["launch"] <= e)]
+        if len(inside):
+            total += inside["end"].max() - inside["start"].min()
+    return total / steps / 1e3
 
 
-def range_totals_ms(function_events, name: str) -> float:
-    """Summed wall time of a named range within the measured steps (host view)."""
-    measured = [(e.time_range.start, e.time_range.end) for e in function_events if e.name == "measured step"]
-    return sum((e.time_range.end - e.time_range.start) / 1e3 for e in function_events
-               if e.name == name and any(s <= e.time_range.start <= t for s, t in measured))
+def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd.DataFrame, dict]:
+    """Profiled steps in a child process under nsys, then the same steps timed here without it."""
+    report = out.with_suffix(".nsys-rep")
+    with tempfile.TemporaryDirectory() as tmp:
+        captured = Path(tmp) / "captured.json"
+        child = [sys.executable, "-m", "lmperf.studies.profile", "--size", args.size, "--context-length",
+                 str(args.context_length), "--mode", args.mode, "--batch-size", str(args.batch_size),
+                 "--warmup-steps", str(args.warmup_steps), "--measured-steps", str(args.measured_steps),
+                 "--device", str(device), "--out", str(out), "--capture-json", str(captured)]
+        subprocess.run(nsys.profile_command(nsys_path, report, child), check=True)
+        result = json.loads(captured.read_text())
+    if result["status"] == "oom":
+        raise torch.OutOfMemoryError(result["note"])
+    plain = timed(args, device, named_ranges=False)  # after the child: this process holds no GPU memory then
+    paths = nsys.export_stats(nsys_path, report)
+    activities, nvtx_ranges = nsys.read_stats(paths)
+    for path in paths.values():
+        path.unlink(missing_ok=True)
+    report.with_suffix(".sqlite").unlink(missing_ok=True)
+    spans = spans_by_name(nvtx_ranges)
+    kernels = kernel_table(zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
+                           spans, args.measured_steps)
+    forward = forward_spans_ms(activities, spans, args.measured_steps)
+    return kernels, {"step_ms": _mean_ms(plain), "profiled_step_ms": _mean_ms(result["host_s"]),
+                     "profiler_forward_ms": forward, "profiler_forward_basis": "GPU span of the NVTX forward range"}
+
+
+def with_torch_profiler(args, device: torch.device) -> tuple[pd.DataFrame, dict]:
+    """The same steps timed without a profiler, then again under torch.profiler, in this process."""
+    from torch.profiler import ProfilerActivity, profile
+
+    plain = timed(args, device, named_ranges=False)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        profiled = timed(args, device, named_ranges=True)
+    events = list(prof.events())
+    spans = spans_by_name((e.name, e.time_range.start, e.time_range.end) for e in events)
+    on_gpu = device.type == "cuda"
+    launches = ((e.time_range.start, name, us) for e in events
+                if e.device_type == torch.autograd.DeviceType.CPU and e.name not in spans
+                and not e.name.startswith("ProfilerStep")
+                for name, us in ([(k.name, k.duration) for k in e.kernels] if on_gpu else [(e.name, e.self_cpu_time_total)])
+                if us > 0)
+    kernels = kernel_table(launches, spans, args.measured_steps)
+    if on_gpu:  # torch.profiler gives kernels durations, not start times: their sum is the forward time
+        forward = kernels.loc[kernels["range"].str.startswith("forward"), "total_ms"].sum() / args.measured_steps
+        basis = "kernel time under the forward range"
+    else:
+        starts, ends = spans.get("forward", ((), ()))
+        measured = spans.get("measured step", ((), ()))
+        forward = sum(e - s for s, e in zip(starts, ends) if any(a <= s <= b for a, b in zip(*measured)))
+        forward, basis = forward / args.measured_steps / 1e3, "host time of the forward range"
+    return kernels, {"step_ms": _mean_ms(plain), "profiled_step_ms": _mean_ms(profiled),
+                     "profiler_forward_ms": forward, "profiler_forward_basis": basis}
+
+
+def _mean_ms(seconds: list[float]) -> float:
+    return sum(seconds) / len(seconds) * 1e3
+
+
+def capture(args, device: torch.device) -> None:
+    """The child under nsys: the steps with ranges on; their host times (or the OOM) go to JSON."""
+    try:
+        result = {"status": "ok", "host_s": timed(args, device, named_ranges=True)}
+    except torch.OutOfMemoryError as error:
+        result = {"status": "oom", "note": str(error).splitlines()[0]}
+    Path(args.capture_json).write_text(json.dumps(result))
+
+
+def choose_profiler(requested: str, device: torch.device) -> str | None:
+    if requested == "auto":
+        return "nsys" if device.type == "cuda" and nsys.executable() else "torch"
+    if requested == "nsys" and not nsys.executable():
+        raise SystemExit("--profiler nsys: no nsys on PATH (on the GPU image: source .device/activate)")
+    return requested
 
 
 def main(argv=None) -> None:
@@ -101,46 +165,37 @@ def main(argv=None) -> None:
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--measured-steps", type=int, default=10)
     p.add_argument("--device", default="auto")
+    p.add_argument("--profiler", choices=PROFILERS, default="auto")
+    p.add_argument("--capture-json", help=argparse.SUPPRESS)  # set by the nsys path for its child
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    from torch.profiler import ProfilerActivity, profile
-
     device = resolve_device(args.device)
-    env = fingerprint(device)
-    base = {"study": "profile", "size": args.size, "context_length": args.context_length, "mode": args.mode,
-            "batch_size": args.batch_size, "measured_steps": args.measured_steps, "profiler": "torch.profiler"}
+    if args.capture_json:
+        return capture(args, device)
+
+    profiler = choose_profiler(args.profiler, device)
     out = Path(args.out)
+    base = {"study": "profile", "size": args.size, "context_length": args.context_length, "mode": args.mode,
+            "batch_size": args.batch_size, "measured_steps": args.measured_steps,
+            "profiler": "nsys" if profiler == "nsys" else "torch.profiler"}
     try:
-        cfg = model_config(args.size, args.context_length)
-        model = TransformerLM(cfg, attention=get_attention("annotated"), device=device)
-        optimizer = make_optimizer("lmperf", model.parameters())
-        generator = torch.Generator().manual_seed(0)
-        tokens, targets = (torch.randint(0, cfg.vocab_size, (args.batch_size, args.context_length),
-                                         generator=generator).to(device) for _ in range(2))
-        step = make_step(args.mode, model, optimizer, tokens, targets, "fp32", device)
-        plain = time_steps(step, args.warmup_steps, args.measured_steps, device)
-        ranges.enable()
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with profile(activities=activities) as prof:
-            profiled = time_steps(step, args.warmup_steps, args.measured_steps, device)
-        ranges.enable(False)
+        if profiler == "nsys":
+            kernels, timing = with_nsys(args, device, out, nsys.executable())
+        else:
+            kernels, timing = with_torch_profiler(args, device)
     except torch.OutOfMemoryError as error:
-        row = {**base, "status": "oom", "note": str(error).splitlines()[0], **env}
+        row = {**base, "status": "oom", "note": str(error).splitlines()[0], **fingerprint(device)}
         write_rows([row], out)
         write_rows([row], f"{out.with_suffix('')}-timing.csv")
         return
-    events = list(prof.events())
-    kernels = kernel_rows(events, args.measured_steps, on_gpu=device.type == "cuda")
+    env = fingerprint(device)
+    forward = kernels["range"].str.startswith("forward")
+    timing["kernel_forward_ms"] = kernels.loc[forward, "total_ms"].sum() / args.measured_steps
     write_rows([{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")], out)
-    mean = lambda xs: sum(xs) / len(xs) * 1e3  # noqa: E731  (ms)
-    timing = {**base, "step_ms": mean(plain.host_s), "profiled_step_ms": mean(profiled.host_s),
-              "forward_range_ms": range_totals_ms(events, "forward") / args.measured_steps,
-              "kernel_forward_ms": kernels.loc[kernels["range"].str.startswith("forward"), "total_ms"].sum()
-              / args.measured_steps,
-              "status": "ok", "note": "", **env}
-    write_rows([timing], f"{out.with_suffix('')}-timing.csv")
-    print(f"{args.size} ctx {args.context_length} {args.mode}: {timing['step_ms']:.2f} ms, "
-          f"profiled {timing['profiled_step_ms']:.2f} ms, {len(kernels)} kernel rows", flush=True)
+    write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv")
+    print(f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
+          f"profiled {timing['profiled_step_ms']:.2f} ms, forward per profiler {timing['profiler_forward_ms']:.2f} ms, "
+          f"{len(kernels)} kernel rows", flush=True)
 
 
 if __name__ == "__main__":
