@@ -121,8 +121,9 @@ def test_report_tables_are_the_csvs(smoke_run):
     assert "Not measured: memory accounting needs CUDA allocator stats" in report
 
     timing = pd.read_csv(smoke_run / "results/profile_timing.csv").set_index("mode")
-    (_size, _ctx, harness, profiled, *_), = markdown_tables(report, "(a) forward time")
-    assert float(harness) == pytest.approx(timing.loc["forward", "step_ms"], abs=0.005)
+    (_size, _ctx, plain, harness, profiled, *_), = markdown_tables(report, "(a) forward time")
+    assert float(plain) == pytest.approx(timing.loc["forward", "step_ms"], abs=0.005)
+    assert float(harness) == pytest.approx(timing.loc["forward", "profiled_step_ms"], abs=0.005)
     assert float(profiled) == pytest.approx(timing.loc["forward", "profiler_forward_ms"], abs=0.005)
 
     memory = pd.read_csv(smoke_run / "results/memory.csv").set_index(["mode", "precision", "context_length"])

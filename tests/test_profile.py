@@ -1,8 +1,14 @@
-"""The profiling study's torch.profiler path end to end on the CPU, and the answers computed from it."""
+"""The profiling study: the torch.profiler path end to end on the CPU, the nsys path's parser on recorded
+`nsys stats` CSVs, and the answers computed from either."""
+
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
+from lmperf.measure import nsys
+from lmperf.measure.kernels import kernel_table, spans_by_name
 from lmperf.model import model_config
 from lmperf.report import profile_section
 from lmperf.studies import profile
@@ -44,3 +50,56 @@ def test_answers_from_the_tables(tables):
     assert row["top_forward"] in set(kernels["kernel"])
     text = profile_section.render(kernels, timing)
     assert "## Profiling" in text and "torch.profiler" in text and "(e) softmax takes" in text
+
+
+# Recorded on an H100 (see its README): nano, ctx 32, one warm-up and one measured train step.
+NSYS_FIXTURE = Path(__file__).parent / "data" / "nsys-nano-train_step"
+
+
+@pytest.fixture(scope="module")
+def nsys_stats():
+    paths = {name: NSYS_FIXTURE / f"{name}.csv.gz" for name in nsys.REPORTS}
+    activities, nvtx_ranges = nsys.read_stats(paths)
+    spans = spans_by_name(nvtx_ranges)
+    table = kernel_table(zip(activities["launch"], activities["name"], activities["end"] - activities["start"]), spans, 1)
+    raw = {name: pd.read_csv(path) for name, path in paths.items()}
+    return activities, spans, table, raw
+
+
+def test_nsys_range_names_lose_their_domain_and_operator_ids():
+    assert nsys.range_name(":forward") == "forward"
+    assert nsys.range_name(":forward, op_id = 208") == "forward"  # record_function under autograd-nvtx
+    assert nsys.range_name("CCCL:cub::DeviceRadixSort") == "cub::DeviceRadixSort"
+    assert nsys.range_name("aten::mm") == "aten::mm"
+
+
+def test_nsys_kernel_table_counts_the_measured_step_only(nsys_stats):
+    activities, spans, table, raw = nsys_stats
+    # Independently of the parser: GPU activities whose launching API call started inside the one
+    # measured step's NVTX range.
+    ranges, api, gpu = raw["nvtx_pushpop_trace"], raw["cuda_api_trace"], raw["cuda_gpu_trace"]
+    step = ranges[ranges["Name"] == ":measured step"].iloc[0]
+    launched = api.loc[api["Start (ns)"].between(step["Start (ns)"], step["End (ns)"]), "CorrID"]
+    in_step = gpu[gpu["CorrId"].isin(launched)]
+    assert table["instances"].sum() == len(in_step)
+    assert table["total_ms"].sum() == pytest.approx(in_step["Duration (ns)"].sum() / 1e6)
+    assert len(in_step) < len(gpu) / 2  # the warm-up step (and model set-up) was left out
+    assert set(table["range"]) == {"forward", "forward/attention scores", "forward/softmax", "forward/final matmul",
+                                   "backward", "optimizer step"}
+    assert (table.loc[table["range"] == "optimizer step", "category"] == "optimizer").any()
+    assert (table.loc[table["range"] == "backward", "category"] == "gemm").any()
+
+
+def test_nsys_forward_span_covers_its_kernels_within_the_step(nsys_stats):
+    activities, spans, table, _ = nsys_stats
+    span = profile.forward_spans_ms(activities, spans, steps=1)
+    kernel_time = table.loc[table["range"].str.startswith("forward"), "total_ms"].sum()
+    (step_start,), (step_end,) = spans["measured step"]
+    assert kernel_time < span < (step_end - step_start) / 1e3
+
+
+def test_nsys_requested_where_there_is_none_names_what_is_missing(monkeypatch):
+    monkeypatch.setattr(nsys, "executable", lambda: None)
+    with pytest.raises(SystemExit, match="no nsys on PATH"):
+        profile.choose_profiler("nsys", torch.device("cpu"))
+    assert profile.choose_profiler("auto", torch.device("cpu")) == "torch"

@@ -76,5 +76,12 @@ def read_stats(paths: dict[str, Path]) -> tuple[pd.DataFrame, list[tuple[str, fl
         "end": (gpu["start"] + gpu["duration"]).to_numpy() / 1e3,
         "name": gpu["name"].astype(str).to_numpy(),
     })
-    ranges = list(zip(nvtx["name"].astype(str), nvtx["start"] / 1e3, nvtx["end"] / 1e3)) if not nvtx.empty else []
+    ranges = list(zip(nvtx["name"].map(range_name), nvtx["start"] / 1e3, nvtx["end"] / 1e3)) if not nvtx.empty else []
     return activities, ranges
+
+
+def range_name(reported: str) -> str:
+    """The range's own name: nsys writes '<domain>:<message>' (':forward' in the default domain), and
+    PyTorch's autograd-nvtx ranges end in ', op_id = N'."""
+    name = re.sub(r"^[^:]*:(?!:)", "", str(reported))
+    return re.sub(r", (op_id|seq) = .*$", "", name)

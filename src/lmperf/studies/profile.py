@@ -99,6 +99,9 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
         path.unlink(missing_ok=True)
     report.with_suffix(".sqlite").unlink(missing_ok=True)
     spans = spans_by_name(nvtx_ranges)
+    if activities.empty or "measured step" not in spans:
+        raise RuntimeError(f"nsys stats of {report} show no kernels or no 'measured step' range: was it traced "
+                           "with --trace=cuda,nvtx?")
     kernels = kernel_table(zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
                            spans, args.measured_steps)
     forward = forward_spans_ms(activities, spans, args.measured_steps)
