@@ -12,6 +12,7 @@ sqlite queries of our own: ``nsys stats`` is Nsight's supported way to read a re
 import re
 import shutil
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -40,14 +41,19 @@ def profile_command(nsys: str, report: Path, command: list[str]) -> list[str]:
     return [nsys, "profile", *options, *command]
 
 
-def export_stats(nsys: str, report: Path) -> dict[str, Path]:
-    """Run ``nsys stats`` for REPORTS as CSV files beside the report; returns {report name: path}.
-    A report with no data (no NVTX ranges, say) writes no file; its path then does not exist."""
-    prefix = report.with_suffix("")
-    subprocess.run([nsys, "stats", "--report", ",".join(REPORTS), "--format", "csv", "--force-export=true",
-                    "--force-overwrite=true", "--output", str(prefix), str(report)], check=True,
-                   stdout=subprocess.DEVNULL)
-    return {name: Path(f"{prefix}_{name}.csv") for name in REPORTS}
+def read_report(nsys: str, report: Path) -> tuple[pd.DataFrame, list[tuple[str, float, float]]]:
+    """``nsys stats`` of REPORTS, read by read_stats. Its CSVs go to a temporary folder and the
+    SQLite export it makes beside the report is removed, also when this is interrupted: they are
+    large (hundreds of MB for a big train step) and the pipeline keeps only the kernel table."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = Path(tmp) / "stats"
+        try:
+            subprocess.run([nsys, "stats", "--report", ",".join(REPORTS), "--format", "csv", "--force-export=true",
+                            "--force-overwrite=true", "--output", str(prefix), str(report)], check=True,
+                           stdout=subprocess.DEVNULL)
+            return read_stats({name: Path(f"{prefix}_{name}.csv") for name in REPORTS})
+        finally:
+            report.with_suffix(".sqlite").unlink(missing_ok=True)
 
 
 def _read(path: Path) -> pd.DataFrame:

@@ -93,11 +93,7 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
     if result["status"] == "oom":
         raise torch.OutOfMemoryError(result["note"])
     plain = timed(args, device, named_ranges=False)  # after the child: this process holds no GPU memory then
-    paths = nsys.export_stats(nsys_path, report)
-    activities, nvtx_ranges = nsys.read_stats(paths)
-    for path in paths.values():
-        path.unlink(missing_ok=True)
-    report.with_suffix(".sqlite").unlink(missing_ok=True)
+    activities, nvtx_ranges = nsys.read_report(nsys_path, report)
     spans = spans_by_name(nvtx_ranges)
     if activities.empty or "measured step" not in spans:
         raise RuntimeError(f"nsys stats of {report} show no kernels or no 'measured step' range: was it traced "
