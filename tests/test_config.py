@@ -62,6 +62,8 @@ def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
     assert counts["flash_sweep"] == "1"
     assert counts["allreduce"] == "3"
     assert counts["ddp_train"] == "2"
+    assert counts["profile"] == "38"  # 5 sizes x 4 contexts x 2 modes, less the two excluded
+    assert counts["memory"] == "12"
 
 
 def test_e2e_exclude_must_be_a_list_of_globs():

@@ -40,6 +40,11 @@ def code(*parts):
     return files
 
 
+def excluding(targets, patterns):
+    """The targets less those matching a glob of a grid's ``exclude`` (e.g. results/profile/xl/*)."""
+    return [t for t in targets if not any(fnmatch.fnmatch(t, pattern) for pattern in patterns)]
+
+
 def alternatives(values):
     return "|".join(re.escape(str(v)) for v in values)
 

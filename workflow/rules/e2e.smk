@@ -19,17 +19,16 @@ def attention_code(wildcards):
 
 # The product of the grid's dimensions, less any target matching a glob of e2e.exclude (for example
 # "results/e2e/flash_triton/*/fp32-*" to time our kernel in bf16 only).
-E2E_TARGETS = [
-    target
-    for target in expand(
+E2E_TARGETS = excluding(
+    expand(
         "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
         attention=E2E["attention"],
         size=E2E["sizes"],
         precision=E2E["precisions"],
         compile=E2E["compile"],
-    )
-    if not any(fnmatch.fnmatch(target, pattern) for pattern in E2E.get("exclude", []))
-]
+    ),
+    E2E.get("exclude", []),
+)
 
 WARMUP_TARGETS = expand(
     "results/warmup/{size}/{mode}/w{warmup}.csv",

@@ -3,7 +3,13 @@
 # for its annotated copy (ranges around its stages). nsys's .nsys-rep stays beside the CSV, untracked.
 
 PROFILE = GRID["profile"]
-PROFILE_NAMES = expand("{size}/{mode}-ctx{ctx}", size=PROFILE["sizes"], mode=PROFILE["modes"], ctx=PROFILE["context_lengths"])
+PROFILE_NAMES = [
+    name.removeprefix("results/profile/").removesuffix(".csv")
+    for name in excluding(
+        expand("results/profile/{size}/{mode}-ctx{ctx}.csv", size=PROFILE["sizes"], mode=PROFILE["modes"], ctx=PROFILE["context_lengths"]),
+        PROFILE.get("exclude", []),
+    )
+]
 PROFILE_TARGETS = expand("results/profile/{name}.csv", name=PROFILE_NAMES)
 PROFILE_TIMING_TARGETS = expand("results/profile/{name}-timing.csv", name=PROFILE_NAMES)
 
