@@ -103,3 +103,21 @@ def test_nsys_requested_where_there_is_none_names_what_is_missing(monkeypatch):
     with pytest.raises(SystemExit, match="no nsys on PATH"):
         profile.choose_profiler("nsys", torch.device("cpu"))
     assert profile.choose_profiler("auto", torch.device("cpu")) == "torch"
+
+
+@pytest.mark.parametrize("kernel, short", [
+    ("void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<at::native::"
+     "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>>(at::Tensor",
+     "elementwise_kernel [MulFunctor]"),
+    ("void at::native::reduce_kernel<(int)128, (int)4, at::native::ReduceOp<float, at::native::MeanOps<float, float, "
+     "float, float>, unsigned int, float, (int)4, (int)4>>(T3)", "reduce_kernel [MeanOps]"),
+    ("void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)4>, "
+     "at::native::<unnamed>::FusedAdamMathFunctor<float, (int)4>>(T1, T2, T3...)",
+     "multi_tensor_apply_kernel [FusedAdamMathFunctor]"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)",
+     "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"),
+    ("[CUDA memcpy Device-to-Device]", "[CUDA memcpy Device-to-Device]"),
+    ("aten::mm", "aten::mm"),
+])
+def test_kernel_names_are_shortened_to_what_they_do(kernel, short):
+    assert profile_section.short_name(kernel) == short

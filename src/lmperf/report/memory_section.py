@@ -61,8 +61,13 @@ def render(memory: pd.DataFrame, allocations: pd.DataFrame) -> str:
                        "state stay fp32." if mode == "train_step" else
                        "Without a backward pass only the live activations shrink.")
                 if ratio.max() > 1:
-                    why += (" Where bf16 needs more, its bf16 copies of the weights, made per matmul and kept for "
-                            "backward, outweigh the smaller activations.")
+                    ctx = ratio.idxmax()
+                    excess = by.loc[ctx, "bf16"] - by.loc[ctx, "fp32"]
+                    half_weights = group["params"].iloc[0] * 2 / 2**20
+                    why += (" Where bf16 needs more, it is autocast's cast cache: a bf16 copy of each weight, kept "
+                            f"until the autocast region ends, so copies of all weights are live at once (at context "
+                            f"{ctx} the excess is {num(excess, 1)} MiB against {num(half_weights, 1)} MiB of bf16 "
+                            "weights), more than the smaller activations save.")
                 out.append(f"- {mode}: the bf16 peak is {_range(ratio)} of the fp32 peak. {why}")
     out.append("")
 
@@ -94,7 +99,7 @@ def render(memory: pd.DataFrame, allocations: pd.DataFrame) -> str:
                 f"context {int(biggest['context_length'])}, with the innermost frame of our code (the op's name "
                 "where torch.profiler recorded it):", "",
                 table(pd.DataFrame({"size (MiB)": pick["size_mib"].map(lambda x: num(x, 2)),
-                                    "count": pick["count"], "made by": pick["frame"].fillna("")})), ""]
+                                    "count": pick["count"], "made by": pick["frame"].fillna("— (no Python frame of ours)")})), ""]
     out += ["Active memory timelines (stacked live allocations, largest sources coloured, phases shaded):", ""]
     out += [f"![{r.mode} {r.precision} ctx {r.context_length}](figures/memory/{r.precision}-{r.mode}-ctx{r.context_length}.png)"
             for r in rows.itertuples()]

@@ -1,6 +1,8 @@
 """The report's "Profiling" section: the handout's nsys_profile questions (a)-(e), computed from the
 kernel tables (results/profile.csv) and timings (results/profile_timing.csv)."""
 
+import re
+
 import pandas as pd
 
 from lmperf.model import model_config
@@ -9,6 +11,25 @@ from lmperf.report.style import sort_by_size
 
 # Softmax per score element: max, subtract, exp, sum, divide.
 SOFTMAX_FLOPS_PER_SCORE = 5
+
+
+def short_name(kernel: str, width: int = 64) -> str:
+    """A kernel's name for a table: PyTorch's templated kernels by their function and the op they
+    apply (``elementwise_kernel [MulFunctor]``, ``reduce_kernel [MeanOps]``), a CUTLASS wrapper by the
+    kernel it wraps, anything else as named; cut to ``width`` characters."""
+    name = kernel.removeprefix("void ").replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    if "<" in name or "(" in name:
+        head, rest = re.split(r"(?=[<(])", name, maxsplit=1)
+        base = head.split("::")[-1]
+        ops = re.findall(r"\b(\w*(?:Functor|Ops)\w*|\w+_kernel(?:_cuda)?)\b", rest)
+        wrapped = re.match(r"<\s*(\w+)", rest)
+        if ops:
+            name = f"{base} [{ops[-1]}]" if "Functor" in ops[-1] or "Ops" in ops[-1] else f"{base} [{ops[0]}]"
+        elif base.startswith("Kernel") and wrapped:
+            name = wrapped.group(1)
+        else:
+            name = base
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def attention_flop_ratio(size: str, ctx: int) -> float:
@@ -38,7 +59,7 @@ def answers(kernels: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
             total = fwd["total_ms"].sum()
             non_gemm = fwd[fwd["category"] != "gemm"].groupby("kernel")["total_ms"].sum() / total
             row.update(top_forward=top, top_forward_calls=by_kernel.loc[top, "per_step"],
-                       non_gemm=", ".join(f"{k} ({pct(v)})" for k, v in non_gemm[non_gemm >= 0.01]
+                       non_gemm=", ".join(f"{short_name(k)} ({pct(v)})" for k, v in non_gemm[non_gemm >= 0.01]
                                           .sort_values(ascending=False).head(4).items()),
                        gemm_share_forward=fwd.loc[fwd["category"] == "gemm", "total_ms"].sum() / total)
             attention = fwd.groupby("range")["total_ms"].sum()
@@ -60,8 +81,13 @@ def answers(kernels: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _kernel_cell(kernel) -> str:
+    return short_name(kernel) if isinstance(kernel, str) else "—"
+
+
 def render(kernels: pd.DataFrame, timing: pd.DataFrame) -> str:
     out = ["## Profiling", ""]
+    failed = timing[timing["status"] != "ok"] if "status" in timing else timing.iloc[:0]
     kernels, timing = ok(kernels), ok(timing)
     if kernels.empty:
         return "\n".join(out + ["No profile was recorded.", ""])
@@ -83,12 +109,12 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame) -> str:
                 "profiler forward (ms)": rows.get("profiler_forward_ms", pd.Series(dtype=float)).map(num),
                 "agreement": rows.get("agreement", pd.Series(dtype=float)).map(pct),
                 "profiler overhead": rows.get("overhead", pd.Series(dtype=float)).map(pct),
-                "top forward kernel": rows.get("top_forward", ""),
+                "top forward kernel": rows.get("top_forward", pd.Series(dtype=str)).map(_kernel_cell),
                 "calls / forward": rows.get("top_forward_calls", pd.Series(dtype=float)).map(lambda x: num(x, 0)),
-                "top train-step kernel": rows.get("top_train", ""),
+                "top train-step kernel": rows.get("top_train", pd.Series(dtype=str)).map(_kernel_cell),
                 "GEMM share, forward": rows.get("gemm_share_forward", pd.Series(dtype=float)).map(pct),
                 "GEMM share, train step": rows.get("gemm_share_train", pd.Series(dtype=float)).map(pct),
-                "grows instead": rows.get("grows_instead", ""),
+                "grows instead": rows.get("grows_instead", pd.Series(dtype=str)).fillna("—"),
             })), ""]
     if "agreement" in rows:
         worst = rows.dropna(subset=["agreement"]).assign(off=lambda f: f["agreement"].abs())
@@ -96,12 +122,15 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame) -> str:
         out += ["(a) The profiler's forward time agrees with the harness's timing of the same steps within "
                 + "; ".join(f"{pct(r.off)} at context {r.context_length} (worst: {r.size})" for r in worst.itertuples())
                 + f". The profiler slows the step by {pct(rows['overhead'].min())} to {pct(rows['overhead'].max())}.", ""]
+    if len(failed):
+        out += ["Did not fit (no kernel table, a — above): " + "; ".join(
+            f"{r.size} {r.mode} at context {r.context_length} ({r.status})" for r in failed.itertuples()) + ".", ""]
     for r in rows.itertuples():
         sentence = f"- {r.size}, context {r.context_length}: "
         parts = []
         if isinstance(getattr(r, "top_forward", None), str) and isinstance(getattr(r, "top_train", None), str):
-            parts.append(f"(b) `{r.top_forward}` leads the forward pass; the train step is led by "
-                         + ("the same kernel" if r.top_forward == r.top_train else f"`{r.top_train}`"))
+            parts.append(f"(b) `{short_name(r.top_forward)}` leads the forward pass; the train step is led by "
+                         + ("the same kernel" if r.top_forward == r.top_train else f"`{short_name(r.top_train)}`"))
         if isinstance(getattr(r, "non_gemm", None), str) and r.non_gemm:
             parts.append(f"(c) non-GEMM work of ≥ 1% of forward time: {r.non_gemm}")
         if pd.notna(getattr(r, "softmax_time_ratio", float("nan"))):
