@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from lmperf.memory_trace import events_from_snapshot, largest_allocations, live_bytes, our_frame
+from lmperf.memory_trace import events_before, events_from_snapshot, largest_allocations, live_bytes, our_frame
 from lmperf.report.memory_figures import timeline
 from lmperf.model import model_config
 from lmperf.studies import memory
@@ -68,3 +68,13 @@ def test_cpu_fallback_records_a_train_step(tmp_path):
     assert phases["trace_position"].is_monotonic_increasing
     assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-allocations.csv")) > 0
     assert (tmp_path / "fp32-train_step-ctx32.png").exists() and (tmp_path / "fp32-train_step-ctx32.html").exists()
+
+
+def test_phase_boundaries_count_allocs_and_frees_only(snapshot):
+    """A boundary is recorded as the trace's length then; segment and free_requested entries must not
+    shift it along the events (they did, and the committed timelines' shading ran past the trace)."""
+    events = events_from_snapshot(snapshot)
+    assert events_before(events, 1) == 0  # after the segment_alloc: no event yet
+    assert events_before(events, 4) == 3  # after the three allocs
+    assert events_before(events, 6) == 4  # free_requested + free_completed: one event
+    assert events_before(events, len(snapshot["device_traces"][0])) == len(events)

@@ -38,14 +38,21 @@ def events_from_profiler(function_events) -> pd.DataFrame:
 
 
 def events_from_snapshot(snapshot: dict, device: int = 0) -> pd.DataFrame:
-    """The allocator's trace of one device: alloc and free_completed entries, in order."""
+    """The allocator's trace of one device: alloc and free_completed entries, in order. ``trace_index``
+    is the entry's place in the whole trace (which also holds segment and free_requested entries)."""
     rows = []
-    for entry in snapshot["device_traces"][device]:
+    for index, entry in enumerate(snapshot["device_traces"][device]):
         action = {"alloc": "alloc", "free_completed": "free"}.get(entry["action"])
         if action:
             rows.append({"action": action, "addr": entry["addr"], "size": entry["size"],
-                         "frame": our_frame(entry.get("frames")) if action == "alloc" else ""})
-    return pd.DataFrame(rows, columns=["action", "addr", "size", "frame"])
+                         "frame": our_frame(entry.get("frames")) if action == "alloc" else "", "trace_index": index})
+    return pd.DataFrame(rows, columns=["action", "addr", "size", "frame", "trace_index"])
+
+
+def events_before(events: pd.DataFrame, trace_length: int) -> int:
+    """How many events came before a point recorded as the whole trace's length then: the place of a
+    phase boundary among the events, which count allocs and frees only."""
+    return int((events["trace_index"] < trace_length).sum())
 
 
 def live_bytes(events: pd.DataFrame) -> pd.Series:

@@ -25,7 +25,8 @@ import torch
 
 from lmperf.measure import fingerprint, write_rows
 from lmperf.measure.harness import autocast_context, resolve_device
-from lmperf.memory_trace import events_from_profiler, events_from_snapshot, largest_allocations, live_bytes
+from lmperf.memory_trace import (events_before, events_from_profiler, events_from_snapshot, largest_allocations,
+                                 live_bytes)
 from lmperf.measure.rows import atomic_path, write_csv_atomic
 from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
 
@@ -43,7 +44,7 @@ class Recorder:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             trace = torch.cuda.memory._snapshot()["device_traces"][self.device.index or 0]
-            self.phases.append({"phase": phase, "trace_position": len(trace),
+            self.phases.append({"phase": phase, "trace_position": len(trace),  # in trace entries, for now
                                 "allocated_mib": torch.cuda.memory_allocated(self.device) / 2**20})
         else:  # a zero-length range whose start time places the boundary among the profiler's events
             with torch.profiler.record_function(f"boundary: {phase}"):
@@ -81,6 +82,8 @@ def record_cuda(args, device, recorder):
     torch.cuda.memory._record_memory_history(enabled=None)
     stats = {"allocator_peak_mib": torch.cuda.max_memory_allocated(device) / 2**20}
     events = events_from_snapshot(snapshot, device.index or 0)
+    for phase in recorder.phases:
+        phase["trace_position"] = events_before(events, phase["trace_position"])
     return events, snapshot, stats, status, note, params
 
 
