@@ -84,6 +84,12 @@ def innermost(spans: Spans, t: float, names) -> str | None:
     return best[1] if best else None
 
 
+def in_measured_steps(spans: Spans, name: str) -> list[tuple[float, float]]:
+    """The (start, end) of each ``name`` range that starts inside a measured step."""
+    starts, ends = spans.get(name, ((), ()))
+    return [(s, e) for s, e in zip(starts, ends) if innermost(spans, s, STEP_RANGES) == "measured step"]
+
+
 def where(spans: Spans, t: float) -> str | None:
     """'forward/softmax', 'backward', … for work launched at t in a measured step; None outside one."""
     if innermost(spans, t, STEP_RANGES) != "measured step":

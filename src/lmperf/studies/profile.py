@@ -32,9 +32,9 @@ import torch
 
 from lmperf import ranges
 from lmperf.attention import get_attention
-from lmperf.measure import fingerprint, nsys, write_rows
+from lmperf.measure import fingerprint, nsys, summarize_ms, write_rows
 from lmperf.measure.harness import _free, make_step, resolve_device, time_steps
-from lmperf.measure.kernels import kernel_table, spans_by_name
+from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
 from lmperf.model import TransformerLM, make_optimizer, model_config
 
 MODES = ("forward", "train_step")
@@ -67,12 +67,8 @@ def timed(args, device: torch.device, named_ranges: bool) -> list[float]:
 def forward_spans_ms(activities: pd.DataFrame, spans, steps: int) -> float:
     """Mean over measured steps of the forward range's GPU span: from the first kernel launched in
     it starting to the last one ending (Nsight's "projected" range), idle gaps included."""
-    starts, ends = spans.get("forward", ((), ()))
-    measured = spans.get("measured step", ((), ()))
     total = 0.0
-    for s, e in zip(starts, ends):
-        if not any(ms <= s <= me for ms, me in zip(*measured)):
-            continue
+    for s, e in in_measured_steps(spans, "forward"):
         inside = activities[(activities["launch"] >= s) & (activities["launch"] <= e)]
         if len(inside):
             total += inside["end"].max() - inside["start"].min()
@@ -101,7 +97,7 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
     kernels = kernel_table(zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
                            spans, args.measured_steps)
     forward = forward_spans_ms(activities, spans, args.measured_steps)
-    return kernels, {"step_ms": _mean_ms(plain), "profiled_step_ms": _mean_ms(result["host_s"]),
+    return kernels, {"step_ms": summarize_ms(plain)["mean_ms"], "profiled_step_ms": summarize_ms(result["host_s"])["mean_ms"],
                      "profiler_forward_ms": forward, "profiler_forward_basis": "GPU span of the NVTX forward range"}
 
 
@@ -123,19 +119,17 @@ def with_torch_profiler(args, device: torch.device) -> tuple[pd.DataFrame, dict]
                 if us > 0)
     kernels = kernel_table(launches, spans, args.measured_steps)
     if on_gpu:  # torch.profiler gives kernels durations, not start times: their sum is the forward time
-        forward = kernels.loc[kernels["range"].str.startswith("forward"), "total_ms"].sum() / args.measured_steps
-        basis = "kernel time under the forward range"
+        forward, basis = kernel_forward_ms(kernels, args.measured_steps), "kernel time under the forward range"
     else:
-        starts, ends = spans.get("forward", ((), ()))
-        measured = spans.get("measured step", ((), ()))
-        forward = sum(e - s for s, e in zip(starts, ends) if any(a <= s <= b for a, b in zip(*measured)))
-        forward, basis = forward / args.measured_steps / 1e3, "host time of the forward range"
-    return kernels, {"step_ms": _mean_ms(plain), "profiled_step_ms": _mean_ms(profiled),
+        forward = sum(e - s for s, e in in_measured_steps(spans, "forward")) / args.measured_steps / 1e3
+        basis = "host time of the forward range"
+    return kernels, {"step_ms": summarize_ms(plain)["mean_ms"], "profiled_step_ms": summarize_ms(profiled)["mean_ms"],
                      "profiler_forward_ms": forward, "profiler_forward_basis": basis}
 
 
-def _mean_ms(seconds: list[float]) -> float:
-    return sum(seconds) / len(seconds) * 1e3
+def kernel_forward_ms(kernels: pd.DataFrame, steps: int) -> float:
+    """Kernel (or operator) time under the forward range and its attention stages, per step."""
+    return kernels.loc[kernels["range"].str.startswith("forward"), "total_ms"].sum() / steps
 
 
 def capture(args, device: torch.device) -> None:
@@ -147,7 +141,7 @@ def capture(args, device: torch.device) -> None:
     Path(args.capture_json).write_text(json.dumps(result))
 
 
-def choose_profiler(requested: str, device: torch.device) -> str | None:
+def choose_profiler(requested: str, device: torch.device) -> str:
     if requested == "auto":
         return "nsys" if device.type == "cuda" and nsys.executable() else "torch"
     if requested == "nsys" and not nsys.executable():
@@ -188,8 +182,7 @@ def main(argv=None) -> None:
         write_rows([row], f"{out.with_suffix('')}-timing.csv")
         return
     env = fingerprint(device)
-    forward = kernels["range"].str.startswith("forward")
-    timing["kernel_forward_ms"] = kernels.loc[forward, "total_ms"].sum() / args.measured_steps
+    timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
     write_rows([{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")], out)
     write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv")
     print(f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
