@@ -40,6 +40,7 @@ CASES = [  # batch, n_queries, n_keys, d, causal
     (2, 37, 37, 16, False),
     (1, 64, 64, 32, True),   # exact tile multiples
     (2, 20, 45, 32, False),  # n_queries != n_keys
+    (1, 32, 48, 16, False),  # n_queries != n_keys, both tile multiples (unmasked loads)
     (1, 50, 17, 64, False),
     (1, 33, 33, 80, True),   # the 2.7B model's head size (padded to 128 inside)
 ]
@@ -111,6 +112,12 @@ def test_rejects_bad_shapes(impl):
         IMPLEMENTATIONS[impl].apply(q, k, v, True)
     with pytest.raises(ValueError, match="batch, n, d"):
         IMPLEMENTATIONS[impl].apply(q[0], k[0], v[0], False)
+
+
+def test_triton_rejects_a_dtype_it_has_no_kernels_for():
+    q, k, v = inputs(1, 8, 8, 16, torch.float16, seed=5)
+    with pytest.raises(ValueError, match="bf16 or fp32"):
+        FlashAttentionTriton.apply(q, k, v, False)
 
 
 def test_kernels_compile_for_h100_with_inductor_argument_types():

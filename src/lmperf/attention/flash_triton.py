@@ -7,8 +7,10 @@ tiles are masked), any head size up to 128 (padded to a power of two, masked), f
 
 Layout of the work follows Triton's fused-attention tutorial: one program per (query tile, batch
 element); scores in the base-2 domain (exp2, with log2(e) folded into the scale); causal work split
-into key tiles wholly below the diagonal (no mask) and those on it (masked); tiles wholly above
-the diagonal are never visited. Tile sizes, warps and stages are autotuned per shape.
+into tiles wholly below the diagonal (no mask) and those on it (masked); tiles wholly above the
+diagonal are never visited, and the heaviest query tiles are launched first. The dK/dV pass works
+on transposed scores (keys along rows) so that P^T and dS^T feed the next product straight from
+registers. Tile sizes, warps and stages are autotuned per shape.
 """
 
 import math
@@ -44,9 +46,6 @@ def _tune_bench(kernel_call, quantiles):
     return triton.testing.do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
 
 
-FWD_CONFIGS = _configs([(64, 32), (64, 64), (128, 64)], warps=[4, 8], stages=[2, 3])
-BWD_CONFIGS = _configs([(32, 64), (64, 64), (64, 128)], warps=[4, 8], stages=[2, 3])  # (inner query, key tile)
-DQ_CONFIGS = _configs([(64, 32), (64, 64), (128, 64)], warps=[4, 8], stages=[2, 3])  # (query tile, inner key)
 
 
 @triton.jit
@@ -57,10 +56,25 @@ def _dot(a, b, PRECISION: tl.constexpr):
 
 
 @triton.jit
-def _load_tile(base, rows, offs_d, stride_n, stride_d, n_rows, D: tl.constexpr):
-    """A (rows, D_PAD) tile; rows past n_rows and columns past D read as zeros."""
-    mask = (rows[:, None] < n_rows) & (offs_d[None, :] < D)
+def _load_tile(base, rows, offs_d, stride_n, stride_d, n_rows, D: tl.constexpr, IN_BOUNDS: tl.constexpr):
+    """A (rows, D_PAD) tile; rows past n_rows and columns past D read as zeros.
+
+    IN_BOUNDS: the caller knows every row is < n_rows, so only the head-size padding is masked.
+    """
+    if IN_BOUNDS:
+        mask = offs_d[None, :] < D
+    else:
+        mask = (rows[:, None] < n_rows) & (offs_d[None, :] < D)
     return tl.load(base + rows[:, None] * stride_n + offs_d[None, :] * stride_d, mask=mask, other=0.0)
+
+
+@triton.jit
+def _heaviest_first(program, n, BLOCK: tl.constexpr, IS_CAUSAL: tl.constexpr):
+    """The tile a program takes: under a causal mask the last query tiles have the most keys to
+    visit, so they are handed out first and the light ones fill the tail of the launch."""
+    if IS_CAUSAL:
+        return tl.cdiv(n, BLOCK) - 1 - program
+    return program
 
 
 @triton.jit
@@ -76,8 +90,8 @@ def _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stri
     offs_k = tl.arange(0, BLOCK_K)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         keys = k0 + offs_k
-        k = _load_tile(K_ptr, keys, offs_d, stride_kn, stride_kd, N_K, D)
-        v = _load_tile(V_ptr, keys, offs_d, stride_vn, stride_vd, N_K, D)
+        k = _load_tile(K_ptr, keys, offs_d, stride_kn, stride_kd, N_K, D, EVEN_K)
+        v = _load_tile(V_ptr, keys, offs_d, stride_vn, stride_vd, N_K, D, EVEN_K)
         s = _dot(q, tl.trans(k), PRECISION) * scale_log2
         if ON_DIAGONAL:
             s = tl.where(offs_q[:, None] >= keys[None, :], s, float("-inf"))
@@ -92,21 +106,19 @@ def _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stri
     return acc, l, m
 
 
-@triton.autotune(configs=FWD_CONFIGS, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL", "PRECISION"], do_bench=_tune_bench)
-@triton.heuristics({"EVEN_K": lambda a: a["N_K"] % a["BLOCK_K"] == 0})
 @triton.jit
 def _fwd_kernel(Q, K, V, O, L,
                 stride_qb, stride_qn, stride_qd, stride_kb, stride_kn, stride_kd,
                 stride_vb, stride_vn, stride_vd, stride_ob, stride_on, stride_od, stride_lb, stride_ln,
                 N_Q, N_K, scale_log2,
                 D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+                BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr):
     scale_log2 = tl.cast(scale_log2, tl.float32)  # under torch.compile a Python float arrives as fp64
-    q_start = tl.program_id(0) * BLOCK_Q
+    q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, D_PAD)
-    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
+    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D, EVEN_Q)
     K_ptr, V_ptr = K + batch * stride_kb, V + batch * stride_vb
 
     m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
@@ -116,10 +128,11 @@ def _fwd_kernel(Q, K, V, O, L,
         # keys below this tile's first query: every query sees them, no mask
         acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
                                0, q_start, N_K, scale_log2, D, BLOCK_K, False, True, PRECISION)
-        # keys on the diagonal block: masked; keys beyond it are never loaded (n_q == n_k when causal,
-        # so a key tile past N_K can only be the masked edge of the last block)
+        # keys on the diagonal block (BLOCK_Q is a multiple of BLOCK_K): masked; keys beyond it are
+        # never loaded (n_q == n_k when causal, so a key tile past N_K can only be the masked edge
+        # of the last block)
         acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                               q_start, q_start + BLOCK_Q, N_K, scale_log2, D, BLOCK_K, True, EVEN_K, PRECISION)
+                               q_start, tl.minimum(q_start + BLOCK_Q, N_K), N_K, scale_log2, D, BLOCK_K, True, EVEN_K, PRECISION)
     else:
         acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
                                0, N_K, N_K, scale_log2, D, BLOCK_K, False, EVEN_K, PRECISION)
@@ -144,86 +157,150 @@ def _bwd_preprocess(O, dO, Delta, stride_ob, stride_on, stride_od, stride_dob, s
 
 @triton.jit
 def _row_terms(L, Delta, batch, rows, stride_lb, stride_ln, N_Q):
-    """log2-domain logsumexp and Delta of some query rows (zeros past N_Q)."""
-    lse2 = tl.load(L + batch * stride_lb + rows * stride_ln, mask=rows < N_Q, other=0.0) * 1.4426950408889634
+    """log2-domain logsumexp and Delta of some query rows.
+
+    Past N_Q the logsumexp reads as +inf, so P = exp2(S - inf) = 0 there: no bounds mask needed.
+    """
+    lse2 = tl.load(L + batch * stride_lb + rows * stride_ln, mask=rows < N_Q, other=float("inf")) * 1.4426950408889634
     delta = tl.load(Delta + batch * N_Q + rows, mask=rows < N_Q, other=0.0)
     return lse2, delta
 
 
 @triton.jit
-def _recompute_p(q, k, lse2, offs_q, offs_k, N_Q, N_K, scale_log2, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
-    """P = exp(S - L) from the saved logsumexp; zero where the key is masked or out of range."""
-    s = _dot(q, tl.trans(k), PRECISION) * scale_log2
-    visible = (offs_q[:, None] < N_Q) & (offs_k[None, :] < N_K)
-    if IS_CAUSAL:
-        visible = visible & (offs_q[:, None] >= offs_k[None, :])
-    return tl.where(visible, tl.math.exp2(s - lse2[:, None]), 0.0)
+def _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd, stride_don, stride_dod,
+                stride_lb, stride_ln, q_lo, q_hi, N_Q, scale_log2, D: tl.constexpr, BLOCK_Q: tl.constexpr,
+                ON_DIAGONAL: tl.constexpr, EVEN_Q: tl.constexpr, PRECISION: tl.constexpr):
+    """Accumulate dV += P^T dO and dK += dS^T Q over query tiles [q_lo, q_hi).
+
+    Everything is computed transposed (keys along rows): P^T and dS^T come out of their products
+    in registers and feed the next product as its left operand, with no round trip through
+    shared memory that transposing P would cost.
+    """
+    for q0 in range(q_lo, q_hi, BLOCK_Q):
+        offs_q = q0 + tl.arange(0, BLOCK_Q)
+        q = _load_tile(Q, offs_q, offs_d, stride_qn, stride_qd, N_Q, D, EVEN_Q)
+        do = _load_tile(dO, offs_q, offs_d, stride_don, stride_dod, N_Q, D, EVEN_Q)
+        lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
+        p_t = tl.math.exp2(_dot(k, tl.trans(q), PRECISION) * scale_log2 - lse2[None, :])
+        if ON_DIAGONAL:
+            p_t = tl.where(offs_q[None, :] >= offs_k[:, None], p_t, 0.0)
+        dv += _dot(p_t.to(do.dtype), do, PRECISION)
+        ds_t = p_t * (_dot(v, tl.trans(do), PRECISION) - delta[None, :])
+        dk += _dot(ds_t.to(q.dtype), q, PRECISION)
+    return dk, dv
 
 
-@triton.autotune(configs=BWD_CONFIGS, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL", "PRECISION"], do_bench=_tune_bench)
 @triton.jit
 def _bwd_dkdv_kernel(Q, K, V, dO, L, Delta, dK, dV,
                      stride_qb, stride_qn, stride_qd, stride_kb, stride_kn, stride_kd,
                      stride_vb, stride_vn, stride_vd, stride_dob, stride_don, stride_dod,
                      stride_lb, stride_ln, N_Q, N_K, scale, scale_log2,
                      D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One program per (key tile, batch element): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q."""
+                     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr):
+    """One program per (key tile, batch element): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q.
+
+    Keys past N_K load as zeros; their rows of dK and dV are never stored.
+    """
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
-    k_start = tl.program_id(0) * BLOCK_K
+    k_start = tl.program_id(0) * BLOCK_K  # the first key tiles, with the most queries to visit, start first
     batch = tl.program_id(1).to(tl.int64)
     offs_k = k_start + tl.arange(0, BLOCK_K)
     offs_d = tl.arange(0, D_PAD)
     Q, dO = Q + batch * stride_qb, dO + batch * stride_dob
-    k = _load_tile(K + batch * stride_kb, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
-    v = _load_tile(V + batch * stride_vb, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
+    k = _load_tile(K + batch * stride_kb, offs_k, offs_d, stride_kn, stride_kd, N_K, D, EVEN_K)
+    v = _load_tile(V + batch * stride_vb, offs_k, offs_d, stride_vn, stride_vd, N_K, D, EVEN_K)
     dk = tl.zeros([BLOCK_K, D_PAD], dtype=tl.float32)
     dv = tl.zeros([BLOCK_K, D_PAD], dtype=tl.float32)
-    q_lo = (k_start // BLOCK_Q) * BLOCK_Q if IS_CAUSAL else 0  # earlier queries cannot see these keys
-    for q0 in range(q_lo, N_Q, BLOCK_Q):
-        offs_q = q0 + tl.arange(0, BLOCK_Q)
-        q = _load_tile(Q, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
-        do = _load_tile(dO, offs_q, offs_d, stride_don, stride_dod, N_Q, D)
-        lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
-        p = _recompute_p(q, k, lse2, offs_q, offs_k, N_Q, N_K, scale_log2, IS_CAUSAL, PRECISION)
-        dv += _dot(tl.trans(p.to(do.dtype)), do, PRECISION)
-        ds = p * (_dot(do, tl.trans(v), PRECISION) - delta[:, None])
-        dk += _dot(tl.trans(ds.to(q.dtype)), q, PRECISION)
+    if IS_CAUSAL:
+        # queries on this key tile's diagonal see part of it (masked; BLOCK_K is a multiple of
+        # BLOCK_Q); later queries see all of it; earlier ones none
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd,
+                             stride_don, stride_dod, stride_lb, stride_ln, k_start, tl.minimum(k_start + BLOCK_K, N_Q), N_Q,
+                             scale_log2, D, BLOCK_Q, True, EVEN_Q, PRECISION)
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd,
+                             stride_don, stride_dod, stride_lb, stride_ln, k_start + BLOCK_K, N_Q, N_Q,
+                             scale_log2, D, BLOCK_Q, False, EVEN_Q, PRECISION)
+    else:
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd,
+                             stride_don, stride_dod, stride_lb, stride_ln, 0, N_Q, N_Q,
+                             scale_log2, D, BLOCK_Q, False, EVEN_Q, PRECISION)
     _store_tile(dK + batch * stride_kb, dk * scale, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
     _store_tile(dV + batch * stride_vb, dv, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
 
 
-@triton.autotune(configs=DQ_CONFIGS, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL", "PRECISION"], do_bench=_tune_bench)
+@triton.jit
+def _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
+              k_lo, k_hi, N_K, scale_log2, D: tl.constexpr, BLOCK_K: tl.constexpr,
+              ON_DIAGONAL: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
+    """Accumulate dQ += dS K over key tiles [k_lo, k_hi).
+
+    Keys past N_K load as zeros, so their dS meets a zero row of K; P is still masked there, since
+    exp2(0 - lse) can overflow where every score of a row is very negative.
+    """
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k = _load_tile(K, offs_k, offs_d, stride_kn, stride_kd, N_K, D, EVEN_K)
+        v = _load_tile(V, offs_k, offs_d, stride_vn, stride_vd, N_K, D, EVEN_K)
+        p = tl.math.exp2(_dot(q, tl.trans(k), PRECISION) * scale_log2 - lse2[:, None])
+        if ON_DIAGONAL:
+            p = tl.where(offs_q[:, None] >= offs_k[None, :], p, 0.0)
+        if not EVEN_K:
+            p = tl.where(offs_k[None, :] < N_K, p, 0.0)
+        ds = p * (_dot(do, tl.trans(v), PRECISION) - delta[:, None])
+        dq += _dot(ds.to(k.dtype), k, PRECISION)
+    return dq
+
+
 @triton.jit
 def _bwd_dq_kernel(Q, K, V, dO, L, Delta, dQ,
                    stride_qb, stride_qn, stride_qd, stride_kb, stride_kn, stride_kd,
                    stride_vb, stride_vn, stride_vd, stride_dob, stride_don, stride_dod,
                    stride_lb, stride_ln, N_Q, N_K, scale, scale_log2,
                    D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                   BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
+                   BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr):
     """One program per (query tile, batch element): dQ = scale * sum_k dS K."""
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
-    q_start = tl.program_id(0) * BLOCK_Q
+    q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, D_PAD)
     K, V = K + batch * stride_kb, V + batch * stride_vb
-    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
-    do = _load_tile(dO + batch * stride_dob, offs_q, offs_d, stride_don, stride_dod, N_Q, D)
+    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D, EVEN_Q)
+    do = _load_tile(dO + batch * stride_dob, offs_q, offs_d, stride_don, stride_dod, N_Q, D, EVEN_Q)
     lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
     dq = tl.zeros([BLOCK_Q, D_PAD], dtype=tl.float32)
     if IS_CAUSAL:
-        k_hi = q_start + BLOCK_Q  # later keys are invisible; keys past N_K are masked
+        # keys below the tile's first query: no mask; keys on its diagonal (BLOCK_Q is a multiple of
+        # BLOCK_K): masked; later keys are invisible
+        dq = _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
+                       0, q_start, N_K, scale_log2, D, BLOCK_K, False, True, PRECISION)
+        dq = _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
+                       q_start, tl.minimum(q_start + BLOCK_Q, N_K), N_K, scale_log2, D, BLOCK_K, True, EVEN_K, PRECISION)
     else:
-        k_hi = N_K
-    for k0 in range(0, k_hi, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        k = _load_tile(K, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
-        v = _load_tile(V, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
-        p = _recompute_p(q, k, lse2, offs_q, offs_k, N_Q, N_K, scale_log2, IS_CAUSAL, PRECISION)
-        ds = p * (_dot(do, tl.trans(v), PRECISION) - delta[:, None])
-        dq += _dot(ds.to(k.dtype), k, PRECISION)
+        dq = _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
+                       0, N_K, N_K, scale_log2, D, BLOCK_K, False, EVEN_K, PRECISION)
     _store_tile(dQ + batch * stride_qb, dq * scale, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
+
+
+def _tuned(kernel, configs):
+    even = triton.heuristics({"EVEN_Q": lambda a: a["N_Q"] % a["BLOCK_Q"] == 0,
+                              "EVEN_K": lambda a: a["N_K"] % a["BLOCK_K"] == 0})
+    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL"], do_bench=_tune_bench)(even(kernel))
+
+
+# (forward, dK/dV, dQ) kernels per input dtype, each autotuned over its own tiles. The forward and
+# dQ tiles are (query tile, inner key tile), dK/dV's (inner query tile, key tile); the inner tile
+# divides the outer one, which the causal diagonal split relies on. bf16 products run on tensor
+# cores; fp32 ones in full IEEE precision on CUDA cores, where large tiles spill registers and take
+# minutes to compile, so fp32 is tuned over small tiles only.
+KERNELS = {  # tiles and settings: the best few of a wider search at the leaderboard shape on an H100
+    torch.bfloat16: (_tuned(_fwd_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
+                     _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4], stages=[2, 3, 4])),
+                     _tuned(_bwd_dq_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3]))),
+    torch.float32: (_tuned(_fwd_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2])),
+                    _tuned(_bwd_dkdv_kernel, _configs([(32, 32), (32, 64)], warps=[4, 8], stages=[2])),
+                    _tuned(_bwd_dq_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2]))),
+}
 
 
 def _precision(t: torch.Tensor) -> str:
@@ -239,13 +316,16 @@ class FlashAttentionTriton(torch.autograd.Function):
         n_k = K.shape[1]
         if d > 128:
             raise ValueError(f"head size {d} > 128 is not supported")
+        if Q.dtype not in KERNELS:
+            raise ValueError(f"dtype {Q.dtype} is not supported: bf16 or fp32")
         O = torch.empty_like(Q)
         L = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
         scale = 1.0 / math.sqrt(d)
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)  # noqa: E731
-        _fwd_kernel[grid](Q, K, V, O, L, *Q.stride(), *K.stride(), *V.stride(), *O.stride(), *L.stride(),
-                          n_q, n_k, scale * LOG2E, D=d, D_PAD=max(16, triton.next_power_of_2(d)),
-                          IS_CAUSAL=is_causal, PRECISION=_precision(Q))
+        fwd_kernel = KERNELS[Q.dtype][0]
+        fwd_kernel[grid](Q, K, V, O, L, *Q.stride(), *K.stride(), *V.stride(), *O.stride(), *L.stride(),
+                         n_q, n_k, scale * LOG2E, D=d, D_PAD=max(16, triton.next_power_of_2(d)),
+                         IS_CAUSAL=is_causal, PRECISION=_precision(Q))
         ctx.save_for_backward(L, Q, K, V, O)
         ctx.is_causal = is_causal
         return O
@@ -263,8 +343,8 @@ class FlashAttentionTriton(torch.autograd.Function):
         dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)
         common = (*Q.stride(), *K.stride(), *V.stride(), *dO.stride(), *L.stride(), n_q, n_k, scale, scale * LOG2E)
         flags = dict(D=d, D_PAD=d_pad, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
-        _bwd_dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), batch)](Q, K, V, dO, L, delta, dK, dV,
-                                                                                   *common, **flags)
-        _bwd_dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)](Q, K, V, dO, L, delta, dQ,
-                                                                                 *common, **flags)
+        _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
+        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), batch)](Q, K, V, dO, L, delta, dK, dV,
+                                                                              *common, **flags)
+        dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)](Q, K, V, dO, L, delta, dQ, *common, **flags)
         return dQ, dK, dV, None
