@@ -50,6 +50,22 @@ def test_sweep_section_tables_memory_and_failures():
     assert "naive bf16: oom" in text and "sdpa_flash fp32: skipped" in text
 
 
+def test_sweep_names_where_timings_are_host_bound():
+    times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "naive": [1.0, 1.1, 5.0, 20.0]}
+    group = pd.DataFrame([{"implementation": impl, "seq": seq, "median_ms": ms}
+                          for impl, series in times.items() for seq, ms in zip((128, 256, 512, 1024), series)])
+    assert flash_section.host_bound_up_to(group) == 256  # naive leaves its floor after 256, ours after 512
+    # a time that dips back under the bound after leaving it does not extend the flat region
+    group.loc[(group["implementation"] == "naive") & (group["seq"] == 1024), "median_ms"] = 1.5
+    assert flash_section.host_bound_up_to(group) == 256
+
+
+def test_sweep_states_memory_growth_per_head_size():
+    frame = pd.concat([sweep_frame(), sweep_frame().assign(d=128, peak_mem_gib=lambda f: f["peak_mem_gib"] * 3)])
+    text = flash_section.render(leaderboard_frame(), frame)
+    assert text.count("×2.00 for ×2.00 the sequence") == 2  # one per (dtype, d) table, not across them
+
+
 def test_flash_figure_from_measured_and_from_skipped_rows(tmp_path):
     flash_figures.tflops_vs_seq(sweep_frame(), tmp_path / "measured.png")
     skipped = pd.DataFrame([{"study": "flash_sweep", "status": "skipped", "note": "needs a CUDA GPU", **ENV}])
