@@ -51,13 +51,19 @@ def test_sweep_section_tables_memory_and_failures():
 
 
 def test_sweep_names_where_timings_are_host_bound():
-    times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "naive": [1.0, 1.1, 5.0, 20.0]}
+    times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "sdpa_flash": [1.0, 1.1, 5.0, 20.0], "naive": [1.0, 9.0, 20.0, 40.0]}
     group = pd.DataFrame([{"implementation": impl, "seq": seq, "median_ms": ms}
                           for impl, series in times.items() for seq, ms in zip((128, 256, 512, 1024), series)])
-    assert flash_section.host_bound_up_to(group) == 256  # naive leaves its floor after 256, ours after 512
-    # a time that dips back under the bound after leaving it does not extend the flat region
-    group.loc[(group["implementation"] == "naive") & (group["seq"] == 1024), "median_ms"] = 1.5
+    # sdpa_flash leaves its floor after 256, ours after 512; naive (not a fused kernel) is not asked
     assert flash_section.host_bound_up_to(group) == 256
+    # a time that dips back under the bound after leaving it does not extend the flat region
+    group.loc[(group["implementation"] == "sdpa_flash") & (group["seq"] == 1024), "median_ms"] = 1.5
+    assert flash_section.host_bound_up_to(group) == 256
+
+
+def test_no_host_bound_sentence_without_a_fused_kernel():
+    group = pd.DataFrame({"implementation": ["naive", "naive"], "seq": [128, 256], "median_ms": [1.0, 1.1]})
+    assert flash_section.host_bound_up_to(group) is None
 
 
 def test_sweep_states_memory_growth_per_head_size():
