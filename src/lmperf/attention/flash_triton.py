@@ -40,12 +40,11 @@ def _configs(tile_pairs, warps, stages):
 def _tune_bench(kernel_call, quantiles):
     """Autotuning's timer: 10 ms warm-up, 40 ms timed per config (Triton's default is 25/100).
 
-    A shape is tuned once per process; with 12 configs x 3 kernels the default made tuning, not
-    measurement, the cost of a sweep. 40 ms is still >= 10 runs of the slowest leaderboard kernel.
+    A shape is tuned once per process; with several configs for each of 3 kernels the default made
+    tuning, not measurement, the cost of a sweep. 40 ms is still >= 10 runs of the slowest
+    leaderboard kernel.
     """
     return triton.testing.do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
-
-
 
 
 @triton.jit
