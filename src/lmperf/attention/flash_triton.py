@@ -332,6 +332,9 @@ class FlashAttentionTriton(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dO):
         L, Q, K, V, O = ctx.saved_tensors
+        # o.sum().backward() hands over an expanded dO (all strides 0): loads that cannot be
+        # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
+        dO = dO.contiguous()
         batch, n_q, d = Q.shape
         n_k = K.shape[1]
         d_pad = max(16, triton.next_power_of_2(d))
