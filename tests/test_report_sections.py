@@ -50,6 +50,16 @@ def test_sweep_section_tables_memory_and_failures():
     assert "naive bf16: oom" in text and "sdpa_flash fp32: skipped" in text
 
 
+def test_sweep_compares_ours_with_the_fastest_other_at_the_longest_sequence():
+    frame = sweep_frame()
+    frame.loc[(frame["implementation"] == "naive") & (frame["seq"] == 2048) & (frame["pass"] == "backward"), "median_ms"] = 1.024
+    text = flash_section.render(leaderboard_frame(), frame)
+    # ours 2.048 ms in each pass; naive 4.096 ms, except its backward now 1.024 ms (ours 0.5x its speed)
+    assert ("At seq 2048, ours_triton against the fastest other implementation: forward 2.048 ms against naive's "
+            "4.096 ms (2.00× the speed); backward 2.048 ms against naive's 1.024 ms (0.50× the speed); "
+            "forward + backward 2.048 ms against naive's 4.096 ms (2.00× the speed).") in text
+
+
 def test_sweep_names_where_timings_are_host_bound():
     times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "sdpa_flash": [1.0, 1.1, 5.0, 20.0], "naive": [1.0, 9.0, 20.0, 40.0]}
     group = pd.DataFrame([{"implementation": impl, "seq": seq, "median_ms": ms}
