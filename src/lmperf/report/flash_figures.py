@@ -9,18 +9,24 @@ from lmperf.report.style import figure, figure_cli, save
 def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
     rows = ok(sweep) if "status" in sweep else sweep.iloc[:0]
     rows = rows[rows["pass"] == "forward_backward"] if len(rows) else rows
-    panels = sorted({(r.dtype, int(r.d)) for r in rows.itertuples()}) if len(rows) else []
-    fig, axes = figure(ncols=max(1, len(panels)))
-    if not panels:
+    dtypes = sorted(set(rows["dtype"])) if len(rows) else []
+    head_dims = sorted({int(d) for d in rows["d"]}) if len(rows) else []
+    fig, axes = figure(ncols=max(1, len(head_dims)), nrows=max(1, len(dtypes)))  # a row per dtype, a column per d
+    if not dtypes:
         reason = sweep["note"].iloc[0] if len(sweep) and "note" in sweep else "no rows"
         axes[0][0].text(0.5, 0.5, f"no measurements: {reason}", ha="center", va="center", wrap=True)
         axes[0][0].set_axis_off()
-    for ax, (dtype, d) in zip(axes[0], panels):
+    colors = {name: f"C{i}" for i, name in enumerate(sorted(set(rows["implementation"])) if len(rows) else [])}
+    for (row, dtype), (col, d) in ((r, c) for r in enumerate(dtypes) for c in enumerate(head_dims)):
+        ax = axes[row][col]
         panel = rows[(rows["dtype"] == dtype) & (rows["d"] == d)]
+        if panel.empty:
+            ax.set_axis_off()
+            continue
         for name, group in panel.groupby("implementation"):
             group = group.sort_values("seq")
-            ax.plot(group["seq"], group["tflops"], marker="o", label=name)
-        ax.set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s (forward + backward)", title=f"causal, {dtype}, d={d}")
+            ax.plot(group["seq"], group["tflops"], marker="o", label=name, color=colors[name])
+        ax.set(xlabel="sequence length", ylabel="TFLOP/s (forward + backward)", title=f"causal, {dtype}, d={d}")
         ax.set_xscale("log", base=2)
         ax.legend(fontsize=7)
     save(fig, path)
