@@ -3,7 +3,7 @@
 import pandas as pd
 
 from lmperf.report.e2e_analysis import backward_ratio, describe_trend, speedup, timer_agreement, trend_with_size
-from lmperf.report.markdown import num, ok, pct, table, text
+from lmperf.report.markdown import num, ok, pct, ratio, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
 MODES = list(MODE_LABELS)
@@ -125,7 +125,7 @@ def _speedup_table(gains: pd.DataFrame, split: str) -> pd.DataFrame:
     wide = sort_by_size(wide, ["size", "context_length"])
     out = pd.DataFrame({"size": wide["size"], "context": wide["context_length"]})
     for key in wide.columns[2:]:
-        out[f"{MODE_LABELS[key[1]]} ({key[0]})"] = wide[key].map(lambda x: f"{num(x)}×")
+        out[f"{MODE_LABELS[key[1]]} ({key[0]})"] = wide[key].map(ratio)
     return out
 
 
@@ -158,7 +158,7 @@ def attention_table(e2e: pd.DataFrame, other: str) -> pd.DataFrame:
         "size": both["size"], "context": both["context_length"], "precision": both["precision"], "compile": both["compile"],
         "naive (ms)": [cell(s, m) for s, m in zip(both["status_naive"], both["mean_ms_naive"])],
         f"{other} (ms)": [cell(s, m) for s, m in zip(both["status_other"], both["mean_ms_other"])],
-        "speed-up": (both["mean_ms_naive"] / both["mean_ms_other"]).map(lambda x: f"{num(x)}×"),
+        "speed-up": (both["mean_ms_naive"] / both["mean_ms_other"]).map(ratio),
         "MFU naive": both["mfu_naive"].map(pct), f"MFU {other}": both["mfu_other"].map(pct),
     })
 
@@ -172,8 +172,11 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
         rescued = ((frame["naive (ms)"] == "OOM") & (frame[f"{other} (ms)"] != "OOM")).sum()
         out += [f"### Attention in the model: naive vs {other} (train step)", ""]
         if len(gains):
-            out += [f"The train step with {other} is {num(gains['speedup'].median())}× as fast as with naive attention "
-                    f"(median over {len(gains)} points; range {num(gains['speedup'].min())}–{num(gains['speedup'].max())}); "
+            # per precision and compile mode: fp32 and bf16 run different kernels, and eager steps are host-bound
+            parts = [f"{precision} {mode} {num(g['speedup'].median())}× ({len(g)} point{'s' if len(g) != 1 else ''}, "
+                     f"{num(g['speedup'].min())}–{num(g['speedup'].max())})"
+                     for (precision, mode), g in gains.groupby(["precision", "compile"])]
+            out += [f"Train step with {other} over naive attention, median speed-up: {'; '.join(parts)}. "
                     f"{rescued} point{'s' if rescued != 1 else ''} that run{'s' if rescued == 1 else ''} out of memory with "
                     f"naive attention fit{'s' if rescued == 1 else ''} with {other}.", ""]
         out += [table(frame), ""]

@@ -12,6 +12,12 @@ def num(x, digits: int = 2) -> str:
     return f"{x:.{digits}f}"
 
 
+def ratio(x) -> str:
+    """A speed-up cell: "1.23×", or an em dash where one side did not run."""
+    shown = num(x)
+    return shown if shown == "—" else f"{shown}×"
+
+
 def text(x) -> str:
     """A string cell that may have been read back from CSV as NaN."""
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
