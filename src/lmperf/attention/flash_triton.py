@@ -291,7 +291,9 @@ def _tuned(kernel, configs):
 # dQ tiles are (query tile, inner key tile), dK/dV's (inner query tile, key tile); the inner tile
 # divides the outer one, which the causal diagonal split relies on. bf16 products run on tensor
 # cores; fp32 ones in full IEEE precision on CUDA cores, where large tiles spill registers and take
-# minutes to compile, so fp32 is tuned over small tiles only.
+# minutes to compile, so fp32 is tuned over small tiles only; in the H100 sweep that left our fp32
+# backward slower than naive attention on cuBLAS's SGEMM from d = 64 at long sequences. A wider
+# search at d = 128 (bf16, seq 65536: 12 / 16 / 16 configurations) found no kernel more than 1% faster.
 KERNELS = {  # tiles and settings: the best few of a wider search at the leaderboard shape on an H100
     torch.bfloat16: (_tuned(_fwd_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
                      _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4], stages=[2, 3, 4])),
