@@ -71,6 +71,13 @@ def test_sweep_names_where_timings_are_host_bound():
     assert flash_section.host_bound_up_to(group) == 256
 
 
+def test_no_host_bound_sentence_when_a_fused_kernel_grows_from_the_shortest_length():
+    frame = sweep_frame()
+    assert "Up to seq 2048 each fused kernel (ours_triton)" in flash_section.render(leaderboard_frame(), frame)
+    frame.loc[(frame["implementation"] == "ours_triton") & (frame["seq"] == 2048), "median_ms"] = 5.0
+    assert "Up to seq" not in flash_section.render(leaderboard_frame(), frame)
+
+
 def test_no_host_bound_sentence_without_a_fused_kernel():
     group = pd.DataFrame({"implementation": ["naive", "naive"], "seq": [128, 256], "median_ms": [1.0, 1.1]})
     assert flash_section.host_bound_up_to(group) is None

@@ -111,7 +111,7 @@ def sweep(frame: pd.DataFrame) -> list[str]:
         out += [f"**forward + backward (ms), {dtype}, d = {d}**", "",
                 table(wide.map(lambda x: num(x, 3) if isinstance(x, float) else str(x))), ""]
         flat_to = host_bound_up_to(group)
-        if flat_to is not None:
+        if flat_to is not None and flat_to > group["seq"].min():  # else no flat region to name
             out += [f"Up to seq {flat_to} each fused kernel ({', '.join(sorted(set(FUSED) & set(group['implementation'])))}) "
                     f"stays within 2× its time at seq {int(group['seq'].min())}: at batch 1 those rows time the host "
                     "(Python, autograd, kernel launches) more than the kernels, which the longer sequences and the "
