@@ -9,14 +9,15 @@ from lmperf.report.style import figure, figure_cli, save
 def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
     rows = ok(sweep) if "status" in sweep else sweep.iloc[:0]
     rows = rows[rows["pass"] == "forward_backward"] if len(rows) else rows
-    dtypes = sorted(set(rows["dtype"])) if len(rows) else []
-    head_dims = sorted({int(d) for d in rows["d"]}) if len(rows) else []
+    # a skipped-only frame has no dtype, d or implementation columns
+    dtypes, head_dims, names = ((sorted(set(rows["dtype"])), sorted({int(d) for d in rows["d"]}),
+                                 sorted(set(rows["implementation"]))) if len(rows) else ([], [], []))
     fig, axes = figure(ncols=max(1, len(head_dims)), nrows=max(1, len(dtypes)))  # a row per dtype, a column per d
     if not dtypes:
         reason = sweep["note"].iloc[0] if len(sweep) and "note" in sweep else "no rows"
         axes[0][0].text(0.5, 0.5, f"no measurements: {reason}", ha="center", va="center", wrap=True)
         axes[0][0].set_axis_off()
-    colors = {name: f"C{i}" for i, name in enumerate(sorted(set(rows["implementation"])) if len(rows) else [])}
+    colors = {name: f"C{i}" for i, name in enumerate(names)}  # one colour per implementation in every panel
     for (row, dtype), (col, d) in ((r, c) for r in enumerate(dtypes) for c in enumerate(head_dims)):
         ax = axes[row][col]
         panel = rows[(rows["dtype"] == dtype) & (rows["d"] == d)]

@@ -5,7 +5,6 @@ import pandas as pd
 from lmperf.report.markdown import num, ok, table, text
 
 PASS_LABELS = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward"}
-PASSES_IN_ORDER = tuple(PASS_LABELS)
 
 
 def _skipped(frame: pd.DataFrame, what: str) -> str | None:
@@ -85,14 +84,14 @@ def longest_sequence_sentence(group: pd.DataFrame) -> list[str]:
     seq = ours["seq"].max()
     at_seq = group[group["seq"] == seq]
     parts = []
-    for pass_ in PASSES_IN_ORDER:
+    for pass_, label in PASS_LABELS.items():
         mine = at_seq[(at_seq["implementation"] == "ours_triton") & (at_seq["pass"] == pass_)]
         others = at_seq[(at_seq["implementation"] != "ours_triton") & (at_seq["pass"] == pass_)]
         if mine.empty or others.empty:
             continue
         best = others.loc[others["median_ms"].idxmin()]
         ms = mine["median_ms"].iloc[0]
-        parts.append(f"{PASS_LABELS[pass_]} {num(ms, 3)} ms against {best['implementation']}'s {num(best['median_ms'], 3)} ms "
+        parts.append(f"{label} {num(ms, 3)} ms against {best['implementation']}'s {num(best['median_ms'], 3)} ms "
                      f"({num(best['median_ms'] / ms)}× the speed)")
     if not parts:
         return []
