@@ -59,12 +59,12 @@ def _jobs_per_rule(dry_run_output):
 
 
 def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
-    """The committed reference grid: the full grid with e2e.exclude and narrowed lists, as a dry run."""
+    """The committed reference grid: the full grid with narrowed world sizes, as a dry run."""
     workdir = copy_pipeline(tmp_path)
     proc = snakemake(workdir, "-n", "--quiet", "rules", "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"),
                      "--cores", "1", "report/final.md")
     counts = _jobs_per_rule(proc.stdout)
-    assert counts["e2e"] == "38"  # the full 40 less flash_triton at 2.7B in fp32 (eager and compiled)
+    assert counts["e2e"] == "40"  # 5 sizes x 2 precisions x 2 compile modes x 2 attentions
     assert counts["flash_sweep"] == "8"
     assert counts["allreduce"] == "3"
     assert counts["ddp_train"] == "2"
