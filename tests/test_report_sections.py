@@ -97,9 +97,7 @@ def test_flash_figure_from_measured_and_from_skipped_rows(tmp_path):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_attention_in_the_model_reports_speedups_per_precision_and_compile_and_oom_rescues():
-    from lmperf.report import e2e_section
-
+def _attention_rows(commits=("abc1234", "abc1234")):
     rows = []
     for attention, ms in (("naive", {"bf16": 20.0, "fp32": 30.0}), ("flash_triton", {"bf16": 10.0, "fp32": 40.0})):
         for precision in ("bf16", "fp32"):
@@ -108,8 +106,23 @@ def test_attention_in_the_model_reports_speedups_per_precision_and_compile_and_o
                 rows.append({"attention": attention, "size": "small", "params": 1e8, "context_length": context,
                              "precision": precision, "compile": "compiled", "mode": "train_step",
                              "status": "oom" if oom else "ok", "mean_ms": float("nan") if oom else ms[precision],
-                             "mfu": float("nan") if oom else 0.1})
-    text = "\n".join(e2e_section._attention_section(pd.DataFrame(rows)))
+                             "mfu": float("nan") if oom else 0.1,
+                             "commit": commits[attention != "naive"]})
+    return pd.DataFrame(rows)
+
+
+def test_attention_in_the_model_reports_speedups_per_precision_and_compile_and_oom_rescues():
+    from lmperf.report import e2e_section
+
+    text = "\n".join(e2e_section._attention_section(_attention_rows()))
     assert ("median speed-up: bf16 compiled 2.00× (1 point, 2.00–2.00); fp32 compiled 0.75× (2 points, 0.75–0.75). "
             "1 point that runs out of memory with naive attention fits with flash_triton.") in text
     assert re.search(r"\| small\s+\| 1024\s+\| bf16\s+\| compiled\s+\| OOM\s+\| 10\.00\s+\| —\s+\|", text)
+    assert "separate runs" not in text  # one commit: nothing to say about runs
+
+
+def test_attention_in_the_model_names_the_runs_when_naive_and_flash_share_no_commit():
+    from lmperf.report import e2e_section
+
+    text = "\n".join(e2e_section._attention_section(_attention_rows(commits=("aaa1111", "bbb2222"))))
+    assert "The naive rows are from commit aaa1111 and the flash_triton rows from commit bbb2222: separate runs" in text

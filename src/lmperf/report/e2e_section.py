@@ -163,6 +163,17 @@ def attention_table(e2e: pd.DataFrame, other: str) -> pd.DataFrame:
     })
 
 
+def _runs_sentence(e2e: pd.DataFrame, other: str) -> str:
+    """Names the commits when naive and ``other`` share none: the two were timed in different runs,
+    and a short, host-bound step carries the host's speed of its run into the ratio."""
+    commits = {a: sorted(e2e.loc[e2e["attention"] == a, "commit"].dropna().astype(str).unique()) for a in ("naive", other)}
+    if not commits["naive"] or not commits[other] or set(commits["naive"]) & set(commits[other]):
+        return ""
+    named = {a: f"commit{'s' if len(c) > 1 else ''} {', '.join(c)}" for a, c in commits.items()}
+    return (f" The naive rows are from {named['naive']} and the {other} rows from {named[other]}: separate runs, "
+            "so where a step is short and host-bound the ratio also carries the host's speed in each run.")
+
+
 def _attention_section(e2e: pd.DataFrame) -> list[str]:
     others = [a for a in e2e["attention"].unique() if a != "naive"]
     out = []
@@ -178,7 +189,7 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
                      for (precision, mode), g in gains.groupby(["precision", "compile"])]
             out += [f"Train step with {other} over naive attention, median speed-up: {'; '.join(parts)}. "
                     f"{rescued} point{'s' if rescued != 1 else ''} that run{'s' if rescued == 1 else ''} out of memory with "
-                    f"naive attention fit{'s' if rescued == 1 else ''} with {other}.", ""]
+                    f"naive attention fit{'s' if rescued == 1 else ''} with {other}.{_runs_sentence(e2e, other)}", ""]
         out += [table(frame), ""]
     return out
 
