@@ -126,3 +126,21 @@ def test_attention_in_the_model_names_the_runs_when_naive_and_flash_share_no_com
 
     text = "\n".join(e2e_section._attention_section(_attention_rows(commits=("aaa1111", "bbb2222"))))
     assert "The naive rows are from commit aaa1111 and the flash_triton rows from commit bbb2222: separate runs" in text
+
+
+def test_e2e_figures_draw_only_the_handout_model(tmp_path, monkeypatch):
+    """The step-time figures are of the naive-attention model; flash rows would put two points per
+    size on each line."""
+    from lmperf.report import e2e_figures
+
+    _attention_rows().to_csv(tmp_path / "e2e.csv", index=False)
+    pd.DataFrame([{"size": "small", "mode": "forward", "warmup_steps": 0, "cv": 0.1, "status": "ok"}]).to_csv(
+        tmp_path / "warmup.csv", index=False)
+    drawn = {}
+    for name in ("time_vs_size", "ratio_vs_size", "bf16_speedup"):
+        monkeypatch.setattr(e2e_figures, name, lambda e2e, path, name=name: drawn.update({name: e2e}))
+    monkeypatch.setattr(e2e_figures, "warmup_cv", lambda warmup, path: None)
+    e2e_figures.main(["--e2e", str(tmp_path / "e2e.csv"), "--warmup", str(tmp_path / "warmup.csv"), "--outdir", str(tmp_path)])
+    assert set(drawn) == {"time_vs_size", "ratio_vs_size", "bf16_speedup"}
+    for frame in drawn.values():
+        assert set(frame["attention"]) == {"naive"} and len(frame) == 4

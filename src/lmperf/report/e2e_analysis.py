@@ -11,6 +11,12 @@ from lmperf.report.markdown import ok
 POINT = ["attention", "size", "params", "context_length", "precision", "compile"]
 
 
+def handout_model(e2e: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the handout's model (naive attention): the timings, ratios and figures of the
+    study are about it; other attentions only enter the naive-vs-other comparison."""
+    return e2e[e2e["attention"] == "naive"]
+
+
 def mean_times(e2e: pd.DataFrame) -> pd.DataFrame:
     """One row per grid point, one column of mean step time (ms) per mode; NaN where not ok."""
     return ok(e2e).pivot_table(index=POINT, columns="mode", values="mean_ms").reset_index()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lmperf.report.e2e_analysis import backward_ratio, mean_times, speedup
+from lmperf.report.e2e_analysis import backward_ratio, handout_model, mean_times, speedup
 from lmperf.report.markdown import ok
 from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, save, size_axis
 
@@ -96,7 +96,7 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", required=True)
     p.add_argument("--outdir", required=True)
     args = p.parse_args(argv)
-    e2e, warmup, out = pd.read_csv(args.e2e), pd.read_csv(args.warmup), Path(args.outdir)
+    e2e, warmup, out = handout_model(pd.read_csv(args.e2e)), pd.read_csv(args.warmup), Path(args.outdir)
     time_vs_size(e2e, out / "e2e_time_vs_size.png")
     ratio_vs_size(e2e, out / "e2e_backward_ratio.png")
     bf16_speedup(e2e, out / "e2e_bf16_speedup.png")

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from lmperf.report.e2e_analysis import backward_ratio, describe_trend, speedup, timer_agreement, trend_with_size
+from lmperf.report.e2e_analysis import backward_ratio, describe_trend, handout_model, speedup, timer_agreement, trend_with_size
 from lmperf.report.markdown import num, ok, pct, ratio, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
@@ -196,7 +196,7 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
 
 def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
     """Everything but the last subsection uses the naive-attention rows, the handout's model."""
-    e2e = e2e_all[e2e_all["attention"] == "naive"]
+    e2e = handout_model(e2e_all)
     first = e2e.iloc[0]
     out = [
         "## End-to-end benchmarking",
