@@ -146,7 +146,7 @@ def attention_table(e2e: pd.DataFrame, other: str) -> pd.DataFrame:
     """Train step with naive attention vs ``other``: times (or OOM), speed-up and MFU per point."""
     keys = ["size", "context_length", "precision", "compile"]
     steps = e2e[e2e["mode"] == "train_step"]
-    naive = steps[steps["attention"] == "naive"].set_index(keys)
+    naive = handout_model(steps).set_index(keys)
     theirs = steps[steps["attention"] == other].set_index(keys)
     both = naive.join(theirs, lsuffix="_naive", rsuffix="_other", how="inner").reset_index()
     both = sort_by_size(both, keys)
