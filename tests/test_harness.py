@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lmperf.measure import BenchmarkSpec, peak_tflops, run_benchmark, step_flops, summarize_ms, time_steps, write_rows
+from lmperf.measure import Budget, peak_tflops, step_flops, summarize_ms, write_rows
 from lmperf.measure import harness
+from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.model import model_config
 
 CPU = torch.device("cpu")
@@ -23,14 +24,6 @@ def test_summarize_ms_against_hand_computed_values():
     assert stats["cv"] == pytest.approx(statistics.stdev([10, 12, 14, 20]) / 14.0)
     with pytest.raises(ValueError):
         summarize_ms([])
-
-
-def test_time_steps_runs_warmup_then_measured_steps():
-    calls = []
-    times = time_steps(lambda: calls.append(1), warmup_steps=3, measured_steps=4, device=CPU)
-    assert len(calls) == 7
-    assert len(times.host_s) == 4 and times.event_s == []
-    assert times.first_step_s > 0
 
 
 def test_step_flops_formula():
@@ -52,21 +45,29 @@ def test_peak_table_is_specific_first():
 def test_spec_rejects_bad_values():
     with pytest.raises(ValueError, match="precision"):
         BenchmarkSpec("nano", (16,), precision="fp8")
-    with pytest.raises(ValueError, match="measured_steps"):
-        BenchmarkSpec("nano", (16,), measured_steps=0)
+    with pytest.raises(ValueError, match="min_steps"):
+        Budget(min_steps=0)
+    with pytest.raises(ValueError, match="attentions"):
+        BenchmarkSpec("nano", (16,), attentions=())
     with pytest.raises(ValueError, match="context_lengths"):
         BenchmarkSpec("nano", (0,))
 
 
 def test_benchmark_rows_are_tidy():
-    spec = BenchmarkSpec("nano", (8, 16), precision="bf16", warmup_steps=1, measured_steps=2)
+    spec = BenchmarkSpec("nano", (8, 16), precision="bf16", attentions=("naive", "sdpa"), warmup_steps=1,
+                         budget=Budget(2, max_steps=2))
     rows = pd.DataFrame(run_benchmark(spec, device=CPU))
-    assert list(zip(rows["context_length"], rows["mode"])) == [
-        (ctx, mode) for ctx in (8, 16) for mode in ("forward", "forward_backward", "train_step")
+    assert list(zip(rows["context_length"], rows["mode"], rows["attention"])) == [
+        (ctx, mode, attention) for ctx in (8, 16) for mode in ("forward", "forward_backward", "train_step")
+        for attention in ("naive", "sdpa")
     ]
     assert (rows["status"] == "ok").all()
-    assert (rows["mean_ms"] > 0).all() and (rows["tokens_per_s"] > 0).all()
+    assert (rows["median_ms"] > 0).all() and (rows["tokens_per_s"] > 0).all()
+    assert (rows["ci95_low_ms"] <= rows["median_ms"]).all() and (rows["median_ms"] <= rows["ci95_high_ms"]).all()
     assert rows["step_times_ms"].str.count(";").eq(1).all()  # two measured steps kept
+    # no CUDA graph on a CPU: the graphed value is empty and the note says why
+    assert rows["graphed_median_ms"].isna().all()
+    assert rows["note"].str.contains("CUDA graphs need a CUDA device").all()
     for column in ("device_name", "torch_version", "cuda_version", "triton_version", "driver_version", "host", "commit"):
         assert column in rows.columns
     assert rows["params"].iloc[0] == 32 * 10_000 * 2 + 2 * (4 * 32 * 32 + 3 * 32 * 128 + 2 * 32) + 32
@@ -81,7 +82,7 @@ def test_out_of_memory_becomes_a_row(monkeypatch):
         return lambda: None
 
     monkeypatch.setattr(harness, "make_step", exploding_step)
-    rows = run_benchmark(BenchmarkSpec("nano", (8,), warmup_steps=0, measured_steps=2), device=CPU)
+    rows = run_benchmark(BenchmarkSpec("nano", (8,), warmup_steps=0, budget=Budget(2, max_steps=2)), device=CPU)
     status = {r["mode"]: r["status"] for r in rows}
     assert status == {"forward": "ok", "forward_backward": "ok", "train_step": "oom"}
     assert "Tried to allocate" in rows[-1]["note"]
@@ -91,8 +92,8 @@ def test_out_of_memory_while_building_the_model(monkeypatch):
     def no_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(harness, "TransformerLM", no_memory)
-    rows = run_benchmark(BenchmarkSpec("nano", (8, 16), measured_steps=2), device=CPU)
+    monkeypatch.setattr(harness, "build_model", no_memory)
+    rows = run_benchmark(BenchmarkSpec("nano", (8, 16), budget=Budget(2, max_steps=2)), device=CPU)
     assert len(rows) == 6 and all(r["status"] == "oom" for r in rows)
     assert rows[0]["note"].startswith("model construction")
 

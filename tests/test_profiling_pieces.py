@@ -6,7 +6,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from lmperf import ranges
 from lmperf.attention import annotated_attention, naive_attention
-from lmperf.measure import BenchmarkSpec, run_benchmark
+from lmperf.measure import Budget
+from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.measure.kernels import CATEGORIES, categorize
 
 
@@ -26,14 +27,15 @@ def test_ranges_are_free_when_off():
     assert not ranges.enabled()
     assert ranges.profiled_range("a") is ranges.profiled_range("b")  # one shared no-op context
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run_benchmark(BenchmarkSpec("nano", (8,), warmup_steps=1, measured_steps=1), modes=["train_step"],
+        run_benchmark(BenchmarkSpec("nano", (8,), warmup_steps=1, budget=Budget(1, max_steps=1)), modes=["train_step"],
                       device=torch.device("cpu"))
     assert _events(prof) == []
 
 
 def test_train_step_ranges_nest_under_measured_steps(profiling):
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run_benchmark(BenchmarkSpec("nano", (8,), attention="annotated", warmup_steps=1, measured_steps=2),
+        run_benchmark(BenchmarkSpec("nano", (8,), attentions=("annotated",), warmup_steps=1,
+                                    budget=Budget(2, max_steps=2)),
                       modes=["train_step"], device=torch.device("cpu"))
     events = _events(prof)
     names = [e.name for e in events]

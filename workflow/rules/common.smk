@@ -53,6 +53,6 @@ wildcard_constraints:
     size=alternatives(set(E2E["sizes"]) | set(WARMUP["sizes"])),
     precision="fp32|bf16",
     compile="eager|compiled",
-    attention=alternatives(E2E["attention"]),
     mode="forward|forward_backward|train_step",
     warmup=r"\d+",
+    process=r"\d+",

@@ -1,9 +1,10 @@
-# End-to-end benchmarks: one target (one process) per (attention, size, precision, compile),
-# sweeping the grid's context lengths inside.
+# End-to-end benchmarks: one target (one process) per (size, precision, compile), sweeping the grid's
+# context lengths and timing its attention variants interleaved on one model inside.
 
-E2E_CODE = code("model", "attention/__init__.py", "measure", "ranges.py", "studies/e2e.py")
+E2E_CODE = code("model", "attention/__init__.py", "measure", "ranges.py", "training.py", "studies/__init__.py",
+                "studies/e2e.py")
 
-# Each attention variant's own source, so an edit to the Triton kernel leaves naive targets alone.
+# Each attention variant's own source, so an edit to the Triton kernel reruns only targets that time it.
 ATTENTION_SOURCES = {
     "naive": ["naive.py"],
     "annotated": ["annotated.py", "naive.py"],
@@ -13,16 +14,15 @@ ATTENTION_SOURCES = {
 }
 
 
-def attention_code(wildcards):
-    return E2E_CODE + code(*(f"attention/{f}" for f in ATTENTION_SOURCES[wildcards.get("attention", "naive")]))
+def attention_code(attentions):
+    return E2E_CODE + code(*sorted({f"attention/{f}" for a in attentions for f in ATTENTION_SOURCES[a]}))
 
 
 # The product of the grid's dimensions, less any target matching a glob of e2e.exclude (for example
-# "results/e2e/flash_triton/*/fp32-*" to time our kernel in bf16 only).
+# "results/e2e/*/fp32-*" to time bf16 only).
 E2E_TARGETS = excluding(
     expand(
-        "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
-        attention=E2E["attention"],
+        "results/e2e/{size}/{precision}-{compile}.csv",
         size=E2E["sizes"],
         precision=E2E["precisions"],
         compile=E2E["compile"],
@@ -31,45 +31,51 @@ E2E_TARGETS = excluding(
 )
 
 WARMUP_TARGETS = expand(
-    "results/warmup/{size}/{mode}/w{warmup}.csv",
+    "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
     size=WARMUP["sizes"],
     mode=WARMUP["modes"],
     warmup=WARMUP["warmup_steps"],
+    process=range(WARMUP["processes"]),
 )
 
 
 rule e2e:
     input:
-        attention_code,
+        attention_code(E2E["attention"]),
     output:
-        "results/e2e/{attention}/{size}/{precision}-{compile}.csv",
+        "results/e2e/{size}/{precision}-{compile}.csv",
     log:
-        "logs/e2e/{attention}/{size}/{precision}-{compile}.log",
+        "logs/e2e/{size}/{precision}-{compile}.log",
     params:
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
+        attention=",".join(E2E["attention"]),
         context_lengths=",".join(map(str, E2E["context_lengths"])),
         batch_size=E2E["batch_size"],
         optimizer=E2E["optimizer"],
         warmup_steps=E2E["warmup_steps"],
         measured_steps=E2E["measured_steps"],
+        ci_halfwidth=E2E["ci_halfwidth"],
+        max_seconds=E2E["max_seconds_per_point"],
     resources:
         gpu=1,
     shell:
         "{PYTHON} -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
-        " --precision {wildcards.precision} {params.compile_flag} --attention {wildcards.attention}"
+        " --precision {wildcards.precision} {params.compile_flag} --attention {params.attention}"
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
+        " --ci-halfwidth {params.ci_halfwidth} --max-seconds {params.max_seconds}"
         " --out {output} > {log} 2>&1"
 
 
 rule warmup:
-    """Each (size, mode, warm-up count) in a fresh process, so warm-up 0 really starts cold."""
+    """Each (size, mode, warm-up count) in several fresh processes, so warm-up 0 really starts cold
+    and the spread across processes separates what the first steps cost from host jitter."""
     input:
-        attention_code,
+        attention_code(["naive"]),
     output:
-        "results/warmup/{size}/{mode}/w{warmup}.csv",
+        "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
     log:
-        "logs/warmup/{size}/{mode}/w{warmup}.log",
+        "logs/warmup/{size}/{mode}/w{warmup}-p{process}.log",
     params:
         ctx=WARMUP["context_length"],
         measured_steps=WARMUP["measured_steps"],
@@ -78,6 +84,6 @@ rule warmup:
         gpu=1,
     shell:
         "{PYTHON} -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
-        " --modes {wildcards.mode} --batch-size {params.batch_size}"
+        " --modes {wildcards.mode} --batch-size {params.batch_size} --no-graph --max-seconds 0"
         " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"
         " --out {output} > {log} 2>&1"

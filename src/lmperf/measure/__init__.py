@@ -1,12 +1,15 @@
-"""The timing harness, FLOP/MFU accounting, environment fingerprint and atomic result rows."""
+"""Timing (launched and graphed, adaptive, interleaved), statistics, FLOP/MFU accounting, the
+environment fingerprint and atomic result rows."""
 
 from lmperf.measure.env import fingerprint
-from lmperf.measure.flops import MODES, peak_tflops, step_flops
-from lmperf.measure.harness import BenchmarkSpec, resolve_device, run_benchmark, time_once, time_steps
+from lmperf.measure.flops import peak_hbm_tbps, peak_tflops, step_flops
 from lmperf.measure.rows import write_csv_atomic, write_rows
-from lmperf.measure.stats import summarize_ms
+from lmperf.measure.stats import median_ci, ratio_ci, summarize_ms
+from lmperf.measure.timing import (Budget, GraphUnavailable, capture_graph, free_memory, measure, resolve_device,
+                                   synchronize, time_once)
 
 __all__ = [
-    "MODES", "BenchmarkSpec", "fingerprint", "peak_tflops", "resolve_device", "run_benchmark",
-    "step_flops", "summarize_ms", "time_once", "time_steps", "write_csv_atomic", "write_rows",
+    "Budget", "GraphUnavailable", "capture_graph", "fingerprint", "free_memory", "measure", "median_ci",
+    "peak_hbm_tbps", "peak_tflops", "ratio_ci", "resolve_device", "step_flops", "summarize_ms", "synchronize",
+    "time_once", "write_csv_atomic", "write_rows",
 ]

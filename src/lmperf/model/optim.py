@@ -1,6 +1,5 @@
 """AdamW with the CS336 semantics, and the choice between it and torch's fused AdamW."""
 
-import math
 from collections.abc import Iterable
 
 import torch
@@ -25,37 +24,47 @@ class AdamW(torch.optim.Optimizer):
         Written with torch's multi-tensor (_foreach) ops: the same arithmetic as a per-parameter
         loop, but a handful of kernel launches per chunk instead of seven per parameter. Chunks of
         at most CHUNK_BYTES bound the temporary sqrt(v) buffer.
+
+        Capturable: each parameter's step count t lives on its device, and the bias corrections
+        are computed there, so no host-side value changes between steps. One captured step replays
+        as any later one, and the launched and graphed train steps run the same kernels.
         """
         loss = None if closure is None else closure()
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             for p in params:
-                state = self.state[p]
-                if not state:
-                    state.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
-                state["t"] += 1
-            by_step: dict[int, list] = {}
-            for p in params:
-                by_step.setdefault(self.state[p]["t"], []).append(p)
-            for t, same_step in by_step.items():
-                for chunk in _chunks(same_step, self.CHUNK_BYTES):
-                    self._update(chunk, t, group)
+                if not self.state[p]:
+                    t = torch.zeros((), device=p.device, dtype=torch.promote_types(p.dtype, torch.float32))
+                    self.state[p].update(t=t,
+                                         m=torch.zeros_like(p), v=torch.zeros_like(p))
+            for chunk in _chunks(params, self.CHUNK_BYTES):
+                self._update(chunk, group)
         return loss
 
     CHUNK_BYTES = 512 * 2**20
 
-    def _update(self, params: list[torch.Tensor], t: int, group: dict) -> None:
+    def _update(self, params: list[torch.Tensor], group: dict) -> None:
         lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         grads = [p.grad for p in params]
-        m = [self.state[p]["m"] for p in params]
-        v = [self.state[p]["v"] for p in params]
+        state = [self.state[p] for p in params]
+        m, v, t = [s["m"] for s in state], [s["v"] for s in state], [s["t"] for s in state]
+        torch._foreach_add_(t, 1)
         torch._foreach_lerp_(m, grads, 1 - beta1)  # m = b1 m + (1 - b1) g
         torch._foreach_mul_(v, beta2)
         torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
-        step_size = lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+        # 1 / lr_t = (1 - b1^t) / (lr sqrt(1 - b2^t)), per parameter, on the device
+        inv_step = torch._foreach_pow(beta1, t)
+        torch._foreach_sub_(inv_step, 1)  # b1^t - 1 = -(1 - b1^t): the sign makes the update a subtraction
+        root = torch._foreach_pow(beta2, t)
+        torch._foreach_mul_(root, -1)
+        torch._foreach_add_(root, 1)
+        torch._foreach_sqrt_(root)
+        torch._foreach_mul_(root, lr)
+        torch._foreach_div_(inv_step, root)
         denom = torch._foreach_sqrt(v)
         torch._foreach_add_(denom, eps)
-        torch._foreach_addcdiv_(params, m, denom, value=-step_size)
+        torch._foreach_mul_(denom, inv_step)  # -(sqrt(v) + eps) / lr_t
+        torch._foreach_addcdiv_(params, m, denom)  # p - lr_t m / (sqrt(v) + eps)
         torch._foreach_mul_(params, 1 - lr * weight_decay)
 
 

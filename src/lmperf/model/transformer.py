@@ -172,18 +172,6 @@ class TransformerLM(nn.Module):
             x = block(x)
         return self.lm_head(self.ln_final(x))
 
-    def compile_blocks(self) -> None:
-        """Compile each Transformer block in place (regional compilation).
-
-        The blocks share one code object, so torch.compile traces one block and reuses it for all
-        layers: compile time stays that of one block instead of growing with depth, which is what
-        makes a compiled 48-layer grid affordable. Embedding, final norm and LM head stay eager.
-        Shapes are static (dynamic=False): each context length gets its own specialized kernels.
-        """
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        for block in self.layers:
-            block.compile(dynamic=False)
-
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

@@ -12,3 +12,14 @@ def int_list(text: str) -> tuple[int, ...]:
     if min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def choice_list(choices):
+    """argparse type for a comma-separated subset of ``choices``, e.g. 'naive,sdpa'."""
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(v for v in text.split(",") if v)
+        unknown = [v for v in values if v not in choices]
+        if unknown or not values:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose from {', '.join(choices)}")
+        return values
+    return parse

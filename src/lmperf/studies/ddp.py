@@ -23,15 +23,15 @@ finish_gradient_synchronization(): what the step waits for after backward.
 import argparse
 import os
 import statistics
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
-from lmperf.measure import fingerprint, write_rows
-from lmperf.measure.harness import _free as free_memory
-from lmperf.measure.harness import synchronize, time_once, time_steps
-from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
+from lmperf.measure import Budget, fingerprint, free_memory, measure, synchronize, time_once, write_rows
+from lmperf.model import count_parameters, make_optimizer
+from lmperf.training import build_model, make_step
 
 VARIANTS = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000",
             "torch_ddp")
@@ -66,27 +66,25 @@ class Batch:
         self.inputs, self.targets = mine[:, :-1].to(device), mine[:, 1:].to(device)
 
 
-def make_train_step(ddp: torch.nn.Module, optimizer, batch: Batch, device: torch.device):
-    """One training step; returns a function that runs it and the list its sync times go into."""
-    sync_s: list[float] = []
+def make_train_step(ddp: torch.nn.Module, optimizer, batch: Batch, device: torch.device, phase=None):
+    """lmperf.training's train step on ``ddp``, timing the wait for the gradient all-reduce after
+    backward; returns the step and the list its sync times go into."""
+    sync_s: list = []
     finish = getattr(ddp, "finish_gradient_synchronization", None)
 
-    def step():
-        if hasattr(ddp, "on_train_batch_start"):
-            ddp.on_train_batch_start()
-        optimizer.zero_grad(set_to_none=True)
-        cross_entropy(ddp(batch.inputs), batch.targets).backward()
-        if finish is not None:
-            if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                finish()
-                end.record()
-                sync_s.append((start, end))
-            else:
-                sync_s.append(time_once(finish, device)[0])
-        optimizer.step()
+    def timed_finish():
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            finish()
+            end.record()
+            sync_s.append((start, end))
+        else:
+            sync_s.append(time_once(finish, device)[0])
 
+    extra = {"phase": phase} if phase is not None else {}
+    step = make_step("train_step", ddp, optimizer, batch.inputs, batch.targets, "fp32", device,
+                     after_backward=timed_finish if finish is not None else None, **extra)
     return step, sync_s
 
 
@@ -99,11 +97,6 @@ def slowest_rank(values: list[float]) -> list[float]:
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, values)
     return [max(per_rank[i] for per_rank in everyone) for i in range(len(values))]
-
-
-def build_model(size: str, ctx: int, device: torch.device) -> TransformerLM:
-    torch.manual_seed(0)
-    return TransformerLM(model_config(size, ctx), device=device)
 
 
 def variant_step(variant: str, args, device: torch.device):
@@ -125,7 +118,7 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
                "status": "ok", "note": ""}
         try:
             model, ddp, step, sync = variant_step(variant, args, device)
-            times = time_steps(step, args.warmup, args.steps, device).host_s
+            times = measure({variant: step}, device, args.warmup, Budget(args.steps, max_steps=args.steps))[variant].host_s
             synced = [_seconds(s) for s in sync[args.warmup:]]
             step_s = slowest_rank(times)
             row.update(params=count_parameters(model), grad_mib=sum(p.numel() * 4 for p in model.parameters()) / 2**20,
@@ -165,25 +158,26 @@ def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
         optimizer = (ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-4) if sharded
                      else torch.optim.AdamW(model.parameters(), lr=1e-4))
         batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
-        times = []
-        for i in range(args.warmup + args.steps):
-            synchronize(device)
-            start = torch.cuda.Event(enable_timing=True)
-            start.record()
-            optimizer.zero_grad(set_to_none=True)
-            cross_entropy(ddp(batch.inputs), batch.targets).backward()
-            ddp.finish_gradient_synchronization()
-            synchronize(device)
-            before_step, peak_before_step = torch.cuda.memory_allocated(device), torch.cuda.max_memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            optimizer.step()
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            synchronize(device)
-            after_step, peak_during_step = torch.cuda.memory_allocated(device), torch.cuda.max_memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)  # the next peak_before_step covers forward + backward only
-            if i >= args.warmup:
-                times.append(start.elapsed_time(end) / 1e3)
+        readings = {}
+
+        @contextmanager
+        def phase(name):  # allocator readings around the optimizer step
+            if name == "optimizer step":
+                synchronize(device)
+                readings.update(before_step=torch.cuda.memory_allocated(device),
+                                peak_before_step=torch.cuda.max_memory_allocated(device))
+                torch.cuda.reset_peak_memory_stats(device)
+            yield
+            if name == "optimizer step":
+                synchronize(device)
+                readings.update(after_step=torch.cuda.memory_allocated(device),
+                                peak_during_step=torch.cuda.max_memory_allocated(device))
+                torch.cuda.reset_peak_memory_stats(device)  # the next peak_before_step covers forward + backward only
+
+        step, _ = make_train_step(ddp, optimizer, batch, device, phase)
+        times = measure({"step": step}, device, args.warmup, Budget(args.steps, max_steps=args.steps))["step"].host_s
+        before_step, peak_before_step = readings["before_step"], readings["peak_before_step"]
+        after_step, peak_during_step = readings["after_step"], readings["peak_during_step"]
         params = list(model.parameters())
         local = optimizer.local_optimizer if sharded else optimizer
         state_bytes = sum(t.numel() * t.element_size() for s in (local.state.values() if local else [])

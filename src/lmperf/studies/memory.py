@@ -17,18 +17,18 @@ timeline PNG (--figure).
 
 import argparse
 import pickle
-from contextlib import nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from lmperf.measure import fingerprint, write_rows
-from lmperf.measure.harness import autocast_context, resolve_device
+from lmperf.measure import fingerprint, resolve_device, write_rows
 from lmperf.memory_trace import (events_before, events_from_profiler, events_from_snapshot, largest_allocations,
                                  live_bytes)
 from lmperf.measure.rows import atomic_path, write_csv_atomic
-from lmperf.model import TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
+from lmperf.model import count_parameters, make_optimizer, model_config
+from lmperf.training import build_model, make_step, random_batch
 
 MODES = ("forward", "train_step")
 BATCH = 4
@@ -39,6 +39,12 @@ class Recorder:
 
     def __init__(self, device: torch.device):
         self.device, self.phases = device, []
+
+    @contextmanager
+    def phase(self, name: str):
+        """A phase of lmperf.training's step; its end is marked as "after <name>"."""
+        yield
+        self.mark(f"after {name}")
 
     def mark(self, phase: str) -> None:
         if self.device.type == "cuda":
@@ -54,20 +60,11 @@ class Recorder:
 
 def run_step(size: str, ctx: int, mode: str, precision: str, device: torch.device, recorder: Recorder) -> int:
     """Build the model and run one step, marking the phases; returns the parameter count."""
-    model = TransformerLM(model_config(size, ctx), device=device)
+    model = build_model(size, ctx, device)
     optimizer = make_optimizer("lmperf", model.parameters()) if mode == "train_step" else None
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, model.cfg.vocab_size, (BATCH, ctx + 1), generator=generator).to(device)
+    tokens, targets = random_batch(model.cfg.vocab_size, BATCH, ctx, device)
     recorder.mark("model built")
-    with torch.no_grad() if mode == "forward" else nullcontext(), autocast_context(precision, device):
-        logits = model(tokens[:, :-1])
-        loss = cross_entropy(logits, tokens[:, 1:]) if mode == "train_step" else None
-    recorder.mark("after forward")
-    if mode == "train_step":
-        loss.backward()
-        recorder.mark("after backward")
-        optimizer.step()
-        recorder.mark("after optimizer step")
+    make_step(mode, model, optimizer, tokens, targets, precision, device, phase=recorder.phase)()
     return count_parameters(model)
 
 

@@ -31,11 +31,10 @@ import pandas as pd
 import torch
 
 from lmperf import ranges
-from lmperf.attention import get_attention
-from lmperf.measure import fingerprint, nsys, summarize_ms, write_rows
-from lmperf.measure.harness import _free, make_step, resolve_device, time_steps
+from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, resolve_device, summarize_ms, write_rows
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
-from lmperf.model import TransformerLM, make_optimizer, model_config
+from lmperf.model import make_optimizer
+from lmperf.training import build_model, make_step, random_batch
 
 MODES = ("forward", "train_step")
 PROFILERS = ("auto", "nsys", "torch")
@@ -43,12 +42,9 @@ PROFILERS = ("auto", "nsys", "torch")
 
 def build_step(args, device: torch.device):
     """The model (annotated attention), one random batch and the step of ``args.mode``."""
-    cfg = model_config(args.size, args.context_length)
-    model = TransformerLM(cfg, attention=get_attention("annotated"), device=device)
+    model = build_model(args.size, args.context_length, device, attention="annotated")
     optimizer = make_optimizer("lmperf", model.parameters())
-    generator = torch.Generator().manual_seed(0)
-    tokens, targets = (torch.randint(0, cfg.vocab_size, (args.batch_size, args.context_length),
-                                     generator=generator).to(device) for _ in range(2))
+    tokens, targets = random_batch(model.cfg.vocab_size, args.batch_size, args.context_length, device)
     return make_step(args.mode, model, optimizer, tokens, targets, "fp32", device)
 
 
@@ -57,11 +53,12 @@ def timed(args, device: torch.device, named_ranges: bool) -> list[float]:
     step = build_step(args, device)
     ranges.enable(named_ranges)
     try:
-        return time_steps(step, args.warmup_steps, args.measured_steps, device).host_s
+        exactly = Budget(args.measured_steps, max_steps=args.measured_steps)  # the kernel table divides by this count
+        return measure({"step": step}, device, args.warmup_steps, exactly)["step"].host_s
     finally:
         ranges.enable(False)
         del step
-        _free(device)
+        free_memory(device)
 
 
 def forward_spans_ms(activities: pd.DataFrame, spans, steps: int) -> float:
@@ -97,7 +94,7 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
     kernels = kernel_table(zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
                            spans, args.measured_steps)
     forward = forward_spans_ms(activities, spans, args.measured_steps)
-    return kernels, {"step_ms": summarize_ms(plain)["mean_ms"], "profiled_step_ms": summarize_ms(result["host_s"])["mean_ms"],
+    return kernels, {"step_ms": summarize_ms(plain)["median_ms"], "profiled_step_ms": summarize_ms(result["host_s"])["median_ms"],
                      "profiler_forward_ms": forward, "profiler_forward_basis": "GPU span of the NVTX forward range"}
 
 
@@ -123,7 +120,7 @@ def with_torch_profiler(args, device: torch.device) -> tuple[pd.DataFrame, dict]
     else:
         forward = sum(e - s for s, e in in_measured_steps(spans, "forward")) / args.measured_steps / 1e3
         basis = "host time of the forward range"
-    return kernels, {"step_ms": summarize_ms(plain)["mean_ms"], "profiled_step_ms": summarize_ms(profiled)["mean_ms"],
+    return kernels, {"step_ms": summarize_ms(plain)["median_ms"], "profiled_step_ms": summarize_ms(profiled)["median_ms"],
                      "profiler_forward_ms": forward, "profiler_forward_basis": basis}
 
 

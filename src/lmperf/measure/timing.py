@@ -1,0 +1,192 @@
+"""One timer for every study: synchronized steps, adaptive repetition, A/B interleaving, CUDA graphs.
+
+A step launched from Python costs host time per kernel; on a slow host the synchronized wall clock
+then measures the host, not the GPU. So a step is timed two ways:
+
+- **launched**: as the handout does it, ``timeit.default_timer`` around the step, synchronized
+  before the clock is read (CUDA events bracket the same step: a check of the timer only, since
+  both clocks see the same launch gaps);
+- **graphed**: the same step captured once as a CUDA graph (``capture_graph``) and replayed, which
+  removes the launch overhead and leaves the GPU's own time.
+
+``measure`` runs several steps interleaved (A B A B ...), so a slow stretch of the run hits every
+variant alike, and repeats until every median's bootstrap CI is tight or the time budget is spent.
+Python's garbage collector is paused while timing, as ``timeit`` does.
+"""
+
+import gc
+import timeit
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from lmperf.measure.stats import converged
+from lmperf.ranges import profiled_range
+
+Step = Callable[[], object]
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def free_memory(device: torch.device) -> None:
+    """Drop unreachable tensors and return cached blocks to the device."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def time_once(step: Step, device: torch.device) -> tuple[float, float | None]:
+    """Host seconds of one synchronized step, and the CUDA-event seconds of it (None on a CPU)."""
+    cuda = device.type == "cuda"
+    synchronize(device)
+    if cuda:
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start_event.record()
+    start = timeit.default_timer()
+    step()
+    if cuda:
+        end_event.record()
+    synchronize(device)
+    elapsed = timeit.default_timer() - start
+    return elapsed, start_event.elapsed_time(end_event) / 1e3 if cuda else None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When to stop: at least ``min_steps`` per step, then more until every median's CI half-width
+    is at most ``rel_halfwidth`` of it, or ``max_seconds`` of measuring, or ``max_steps``."""
+
+    min_steps: int = 10
+    rel_halfwidth: float = 0.01
+    max_seconds: float = 30.0
+    max_steps: int = 1000
+
+    def __post_init__(self):
+        if self.min_steps < 1 or self.max_steps < self.min_steps:
+            raise ValueError(f"need 1 <= min_steps <= max_steps, got {self.min_steps}, {self.max_steps}")
+        if self.rel_halfwidth <= 0 or self.max_seconds < 0:
+            raise ValueError("rel_halfwidth must be > 0 and max_seconds >= 0")
+
+
+@dataclass
+class Timings:
+    """What ``measure`` saw of one step."""
+
+    host_s: list[float] = field(default_factory=list)  # measured steps, synchronized wall clock
+    event_s: list[float] = field(default_factory=list)  # CUDA events around the same steps (empty on a CPU)
+    warmup_s: list[float] = field(default_factory=list)  # the warm-up steps, first call first
+    error: BaseException | None = None  # out of memory: the step was dropped from the run
+
+    @property
+    def first_call_s(self) -> float:
+        """The step's first call in this run (warm-up or measured): compilation and lazy set-up land here."""
+        return (self.warmup_s or self.host_s)[0]
+
+    def converged(self, budget: Budget) -> bool:
+        return len(self.host_s) >= budget.min_steps and converged(self.host_s, budget.rel_halfwidth)
+
+
+def measure(steps: dict[str, Step], device: torch.device, warmup_steps: int, budget: Budget,
+            before: Callable[[str], None] | None = None) -> dict[str, Timings]:
+    """Warm up, then time ``steps`` in interleaved rounds until ``budget`` says stop.
+
+    ``before(name)`` runs untimed before each call of step ``name`` (e.g. to swap the attention of a
+    shared model). A step that runs out of memory is dropped, its Timings carrying the error.
+    """
+    timings = {name: Timings() for name in steps}
+    live = dict(steps)
+
+    def run(name: str, measured: bool) -> None:
+        if before is not None:
+            before(name)
+        try:
+            with profiled_range("measured step" if measured else "warmup step"):
+                host, event = time_once(live[name], device)
+        except torch.OutOfMemoryError as error:
+            timings[name].error = error
+            del live[name]
+            free_memory(device)
+            return
+        if measured:
+            timings[name].host_s.append(host)
+            if event is not None:
+                timings[name].event_s.append(event)
+        else:
+            timings[name].warmup_s.append(host)
+
+    gc.collect()
+    gc.disable()
+    try:
+        for name in steps:
+            for _ in range(warmup_steps):
+                if name in live:
+                    run(name, measured=False)
+        start = timeit.default_timer()
+        while live:
+            for name in list(live):
+                run(name, measured=True)
+            counts = [len(timings[n].host_s) for n in live]
+            if not counts or max(counts) >= budget.max_steps:
+                break
+            done = min(counts)
+            if done >= budget.min_steps and (
+                    timeit.default_timer() - start > budget.max_seconds
+                    # the bootstrap costs far more than a short step: ask again after ~12% more steps
+                    or (done - budget.min_steps) % max(1, done // 8) == 0 and all(timings[n].converged(budget) for n in live)):
+                break
+    finally:
+        gc.enable()
+    return timings
+
+
+class GraphUnavailable(Exception):
+    """The step cannot be replayed as a CUDA graph; the message is the reason, for the row's note."""
+
+
+_capture_streams: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def capture_graph(step: Step, device: torch.device, pool=None, warmup_steps: int = 1) -> Step:
+    """Capture ``step`` as a CUDA graph and return its replay.
+
+    The step is warmed up on the capture stream first (lazy per-stream state such as cuBLAS
+    workspaces must exist before capture), as torch's CUDA-graph notes prescribe. Everything the
+    step reads must stay at fixed addresses (model, batch, optimizer state), and its host-side
+    state must not change between calls (a capturable optimizer keeps its step count on the
+    device). ``pool`` lets several graphs share one memory pool when they never run concurrently.
+    """
+    if device.type != "cuda":
+        raise GraphUnavailable(f"CUDA graphs need a CUDA device; this run is on {device.type}")
+    free_memory(device)  # the graph's pool is private: hand the launched steps' cached blocks back first
+    stream = _capture_streams.setdefault(device, torch.cuda.Stream(device))
+    stream.wait_stream(torch.cuda.current_stream(device))
+    try:
+        with torch.cuda.stream(stream):
+            for _ in range(warmup_steps):
+                step()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=stream):
+            step()
+    except torch.OutOfMemoryError as error:
+        free_memory(device)
+        raise GraphUnavailable(f"graph capture ran out of memory: {str(error).splitlines()[0]}") from error
+    except RuntimeError as error:
+        free_memory(device)
+        raise GraphUnavailable(f"graph capture failed: {str(error).splitlines()[0]}") from error
+    return graph.replay
+
+
+def graph_pool(device: torch.device):
+    """A memory pool that the graphs of one measurement share (None on a CPU)."""
+    return torch.cuda.graph_pool_handle() if device.type == "cuda" else None
