@@ -21,7 +21,7 @@ def test_e2e_cli_writes_one_row_per_context_and_mode(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--size", "huge", "--context-lengths", "8"], "--size: invalid choice: 'huge'"),
     (["--size", "nano", "--context-lengths", "8,x"], "--context-lengths"),
-    (["--size", "nano", "--context-lengths", "8", "--modes", "forward,sideways"], "--modes: unknown mode(s) ['sideways']"),
+    (["--size", "nano", "--context-lengths", "8", "--modes", "forward,sideways"], "--modes: unknown 'sideways'; choose from forward, forward_backward, train_step"),
 ])
 def test_e2e_cli_rejects_bad_arguments(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:

@@ -43,7 +43,8 @@ def test_work_is_attributed_to_nested_ranges_of_measured_steps_only(tables):
 def test_answers_from_the_tables(tables):
     kernels, timing = tables
     row = profile_section.answers(kernels, timing).iloc[0]
-    assert row["harness_forward_ms"] > 0 and row["profiler_forward_ms"] > 0
+    assert row["plain_forward_ms"] > 0 and row["profiler_forward_ms"] > 0
+    assert 0 < row["busy_forward"] <= 1.05 and 0 < row["busy_train_step"] <= 1.05  # operator time within the step
     assert 0 < row["gemm_share_forward"] <= 1 and 0 < row["gemm_share_train"] <= 1
     d_head = model_config("nano", 32).d_head
     assert row["softmax_flop_ratio"] == pytest.approx(5 / (4 * d_head))
@@ -121,3 +122,18 @@ def test_nsys_requested_where_there_is_none_names_what_is_missing(monkeypatch):
 ])
 def test_kernel_names_are_shortened_to_what_they_do(kernel, short):
     assert profile_section.short_name(kernel) == short
+
+
+def test_profiler_forward_is_checked_against_the_e2e_study(tables):
+    """The check compares with an independent measurement (the e2e study's unprofiled run), so it can fail."""
+    kernels, timing = tables
+    profiled = timing.set_index("mode").loc["forward", "profiler_forward_ms"]
+    e2e = pd.DataFrame([{"attention": "naive", "precision": "fp32", "compile": "eager", "size": "nano", "context_length": 32,
+                         "mode": "forward", "status": "ok", "median_ms": profiled / 2, "graphed_median_ms": profiled / 4}])
+    row = profile_section.answers(kernels, timing, e2e).iloc[0]
+    assert row["agreement"] == pytest.approx(1.0)  # the profiler's forward is twice the unprofiled median
+    text = profile_section.render(kernels, timing, e2e)
+    assert "differs from the e2e study's unprofiled launched median by up to 100.0%" in text
+    assert "and is 4.00–4.00× its graphed median" in text
+    other = e2e.assign(precision="bf16")  # another configuration is not the same point
+    assert "agreement" not in profile_section.answers(kernels, timing, other)

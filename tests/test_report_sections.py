@@ -97,35 +97,37 @@ def test_flash_figure_from_measured_and_from_skipped_rows(tmp_path):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def _attention_rows(commits=("abc1234", "abc1234")):
+def _attention_rows():
+    """Interleaved graphed samples: flash_triton 2x faster in bf16 (resolved), as fast in fp32 (not
+    resolved); naive out of memory at bf16, context 1024."""
     rows = []
-    for attention, ms in (("naive", {"bf16": 20.0, "fp32": 30.0}), ("flash_triton", {"bf16": 10.0, "fp32": 40.0})):
+    for attention in ("naive", "flash_triton"):
         for precision in ("bf16", "fp32"):
             for context in (128, 1024):
                 oom = attention == "naive" and precision == "bf16" and context == 1024
+                base = {"bf16": 20.0, "fp32": 30.0}[precision]
+                if attention == "flash_triton":
+                    samples = [base / 2] * 10 if precision == "bf16" else [base * f for f in (0.9, 1.1) * 5]
+                else:
+                    samples = [base] * 10 if precision == "bf16" else [base * f for f in (1.1, 0.9) * 5]
+                ms = sorted(samples)[5]
                 rows.append({"attention": attention, "size": "small", "params": 1e8, "context_length": context,
                              "precision": precision, "compile": "compiled", "mode": "train_step",
-                             "status": "oom" if oom else "ok", "mean_ms": float("nan") if oom else ms[precision],
-                             "mfu": float("nan") if oom else 0.1,
-                             "commit": commits[attention != "naive"]})
+                             "status": "oom" if oom else "ok", "graphed_median_ms": float("nan") if oom else ms,
+                             "median_ms": float("nan") if oom else ms, "mfu": 0.1, "commit": "abc1234",
+                             "graphed_step_times_ms": "" if oom else ";".join(map(str, samples))})
     return pd.DataFrame(rows)
 
 
-def test_attention_in_the_model_reports_speedups_per_precision_and_compile_and_oom_rescues():
+def test_attention_in_the_model_reports_ratios_with_their_ci_per_regime():
     from lmperf.report import e2e_section
 
     text = "\n".join(e2e_section._attention_section(_attention_rows()))
-    assert ("median speed-up: bf16 compiled 2.00× (1 point, 2.00–2.00); fp32 compiled 0.75× (2 points, 0.75–0.75). "
-            "1 point that runs out of memory with naive attention fits with flash_triton.") in text
-    assert re.search(r"\| small\s+\| 1024\s+\| bf16\s+\| compiled\s+\| OOM\s+\| 10\.00\s+\| —\s+\|", text)
-    assert "separate runs" not in text  # one commit: nothing to say about runs
-
-
-def test_attention_in_the_model_names_the_runs_when_naive_and_flash_share_no_commit():
-    from lmperf.report import e2e_section
-
-    text = "\n".join(e2e_section._attention_section(_attention_rows(commits=("aaa1111", "bbb2222"))))
-    assert "The naive rows are from commit aaa1111 and the flash_triton rows from commit bbb2222: separate runs" in text
+    assert "flash_triton bf16 compiled: median 2.00× (1 faster, 0 slower, 0 not resolved of 1)" in text
+    assert "flash_triton fp32 compiled: median 1.00× (0 faster, 0 slower, 2 not resolved of 2)" in text
+    assert re.search(r"\| small\s+\| 128\s+\| bf16\s+\| compiled\s+\| flash_triton\s+\| 20\.00\s+\| 10\.00\s+\| "
+                     r"2\.00× \(2\.000–2\.000\)\s+\| yes", text)
+    assert "| 1024      | bf16" not in text  # naive ran out of memory there: no ratio
 
 
 def test_e2e_figures_draw_only_the_handout_model(tmp_path, monkeypatch):
@@ -137,10 +139,10 @@ def test_e2e_figures_draw_only_the_handout_model(tmp_path, monkeypatch):
     pd.DataFrame([{"size": "small", "mode": "forward", "warmup_steps": 0, "cv": 0.1, "status": "ok"}]).to_csv(
         tmp_path / "warmup.csv", index=False)
     drawn = {}
-    for name in ("time_vs_size", "ratio_vs_size", "bf16_speedup"):
+    for name in ("time_vs_size", "ratio_vs_size", "bf16_speedup", "host_overhead"):
         monkeypatch.setattr(e2e_figures, name, lambda e2e, path, name=name: drawn.update({name: e2e}))
-    monkeypatch.setattr(e2e_figures, "warmup_cv", lambda warmup, path: None)
+    monkeypatch.setattr(e2e_figures, "warmup_spread", lambda warmup, path: None)
     e2e_figures.main(["--e2e", str(tmp_path / "e2e.csv"), "--warmup", str(tmp_path / "warmup.csv"), "--outdir", str(tmp_path)])
-    assert set(drawn) == {"time_vs_size", "ratio_vs_size", "bf16_speedup"}
+    assert set(drawn) == {"time_vs_size", "ratio_vs_size", "bf16_speedup", "host_overhead"}
     for frame in drawn.values():
         assert set(frame["attention"]) == {"naive"} and len(frame) == 4

@@ -37,7 +37,7 @@ rule allreduce:
 # gloo on CPU processes (the smoke grid's tiny model), and the rows say which backend ran.
 DDP = GRID["ddp"]
 DDP_TRAIN_TARGETS = expand("results/ddp/train-b{batch}.csv", batch=DDP["global_batches"])
-DDP_CODE = code("distributed", "measure", "model", "studies/ddp.py")
+DDP_CODE = code("distributed", "measure", "model", "training.py", "attention/__init__.py", "attention/naive.py", "studies/ddp.py")
 DDP_ARGS = (f"--size {DDP['size']} --context-length {DDP['context_length']} --warmup {DDP['warmup']}"
             f" --steps {DDP['steps']}")
 TORCHRUN = f"{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={DDP['world_size']} -m lmperf.studies.ddp"

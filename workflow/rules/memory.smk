@@ -12,7 +12,8 @@ MEMORY_FIGURES = expand("report/figures/memory/{name}.png", name=MEMORY_NAMES)
 
 rule memory:
     input:
-        code("measure", "model", "memory_trace.py", "studies/memory.py", "report/memory_figures.py", "report/style.py"),
+        code("measure", "model", "training.py", "attention/__init__.py", "attention/naive.py", "memory_trace.py",
+             "studies/memory.py", "report/memory_figures.py", "report/style.py"),
     output:
         summary="results/memory/{precision}-{mode}-ctx{ctx}.csv",
         allocations="results/memory/{precision}-{mode}-ctx{ctx}-allocations.csv",

@@ -17,6 +17,7 @@ PROFILE_TIMING_TARGETS = expand("results/profile/{name}-timing.csv", name=PROFIL
 rule profile:
     input:
         code("attention/__init__.py", "attention/naive.py", "attention/annotated.py", "measure", "model", "ranges.py",
+             "training.py",
              "studies/profile.py"),
     output:
         kernels="results/profile/{size}/{mode}-ctx{ctx}.csv",

@@ -26,7 +26,7 @@ SKIPPED_STUDIES = " ".join(
 
 E2E_FIGURES = expand(
     "report/figures/{name}.png",
-    name=["e2e_time_vs_size", "e2e_backward_ratio", "e2e_bf16_speedup", "warmup_cv"],
+    name=["e2e_host_overhead", "e2e_time_vs_size", "e2e_backward_ratio", "e2e_bf16_speedup", "warmup_cv"],
 )
 
 
@@ -48,7 +48,7 @@ rule e2e_figures:
     input:
         e2e="results/e2e.csv",
         warmup="results/warmup.csv",
-        code=code("report/e2e_figures.py", "report/e2e_analysis.py", "report/style.py"),
+        code=code("report/e2e_figures.py", "report/e2e_analysis.py", "report/style.py", "measure/stats.py", "measure/flops.py"),
     output:
         E2E_FIGURES,
     log:
@@ -122,6 +122,7 @@ rule report:
         figures=E2E_FIGURES + expand("report/figures/{name}.png",
                                      name=["flash_tflops", "allreduce_busbw", "attention_sweep", "ddp_timeline"]),
         code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
+                  "measure/stats.py", "measure/flops.py",
                   "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
                   "report/attention_section.py", "report/ddp_section.py", "report/memory_section.py", "report/profile_section.py",
                   "distributed/bucket_model.py", "distributed/accounting.py"),

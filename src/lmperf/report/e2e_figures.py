@@ -1,4 +1,5 @@
-"""Figures of the end-to-end study: step time vs size, backward/forward ratio, bf16 speed-up, warm-up CV.
+"""Figures of the end-to-end study: launched vs graphed time, graphed step time vs size, the
+backward/forward ratio and the bf16 speed-up (both graphed), warm-up across processes.
 
 Conventions shared by all: colour = context length, line style = precision (solid fp32, dashed
 bf16), x = model size on a log axis of parameter counts.
@@ -10,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lmperf.report.e2e_analysis import backward_ratio, handout_model, mean_times, speedup
+from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, backward_ratio, handout_model, speedup, step_times
 from lmperf.report.markdown import ok
 from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, save, size_axis
 
@@ -21,9 +22,20 @@ def _legend(ax, colors, precisions=("fp32", "bf16")) -> None:
     ax.legend(handles=handles, fontsize=7)
 
 
+def no_graphed_times(path: Path) -> None:
+    """The figure's place where no step was graphed (a CPU run): a panel that says so."""
+    fig, axes = figure()
+    axes[0][0].text(0.5, 0.5, "no graphed (GPU-bound) timings in this run:\nCUDA graphs need a CUDA device",
+                    ha="center", va="center", transform=axes[0][0].transAxes)
+    axes[0][0].set_axis_off()
+    save(fig, path)
+
+
 def time_vs_size(e2e: pd.DataFrame, path: Path) -> None:
-    """Rows: eager, compiled. Columns: forward, forward+backward, train step."""
-    times = mean_times(e2e)
+    """Graphed time. Rows: eager, compiled. Columns: forward, forward+backward, train step."""
+    times = step_times(e2e, GPU_MS)
+    if times.empty:
+        return no_graphed_times(path)
     modes = [m for m in MODE_LABELS if m in times.columns]
     compiles = [c for c in ("eager", "compiled") if c in set(times["compile"])]
     colors = context_colors(times["context_length"])
@@ -36,13 +48,15 @@ def time_vs_size(e2e: pd.DataFrame, path: Path) -> None:
                 group = group.sort_values("params")
                 ax.plot(group["params"] / 1e6, group[mode], PRECISION_STYLE[precision], marker="o", color=colors[ctx])
             size_axis(ax, times)
-            ax.set(yscale="log", ylabel="mean step time (ms)", title=f"{MODE_LABELS[mode]}, {compile_}")
+            ax.set(yscale="log", ylabel="graphed step time (ms)", title=f"{MODE_LABELS[mode]}, {compile_}")
     _legend(axes[0][0], colors)
     save(fig, path)
 
 
 def ratio_vs_size(e2e: pd.DataFrame, path: Path) -> None:
     ratios = backward_ratio(e2e)
+    if ratios.empty:
+        return no_graphed_times(path)
     compiles = [c for c in ("eager", "compiled") if c in set(ratios["compile"])]
     colors = context_colors(ratios["context_length"])
     fig, axes = figure(ncols=max(1, len(compiles)))
@@ -60,6 +74,8 @@ def ratio_vs_size(e2e: pd.DataFrame, path: Path) -> None:
 def bf16_speedup(e2e: pd.DataFrame, path: Path) -> None:
     """Rows: eager, compiled. Columns: modes. One line per context."""
     gains = speedup(e2e, "precision", "fp32", "bf16")
+    if gains.empty:
+        return no_graphed_times(path)
     compiles = [c for c in ("eager", "compiled") if c in set(gains["compile"])]
     modes = [m for m in MODE_LABELS if m in set(gains["mode"])]
     colors = context_colors(gains["context_length"])
@@ -78,14 +94,38 @@ def bf16_speedup(e2e: pd.DataFrame, path: Path) -> None:
     save(fig, path)
 
 
-def warmup_cv(warmup: pd.DataFrame, path: Path) -> None:
+def host_overhead(e2e: pd.DataFrame, path: Path) -> None:
+    """Launched (open) and graphed (filled) train-step time vs size, per precision and compile mode, at
+    each context: the gap between the two is the host's launch overhead."""
+    launched, graphed = step_times(e2e, LAUNCHED_MS), step_times(e2e, GPU_MS)
+    if graphed.empty:
+        return no_graphed_times(path)
+    regimes = [(p, c) for p in ("fp32", "bf16") for c in ("eager", "compiled")
+               if ((graphed["precision"] == p) & (graphed["compile"] == c)).any()]
+    colors = context_colors(graphed["context_length"])
+    fig, axes = figure(ncols=max(1, len(regimes)))
+    for ax, (precision, compile_) in zip(axes[0], regimes):
+        for frame, fill in ((launched, "none"), (graphed, None)):
+            subset = frame[(frame["precision"] == precision) & (frame["compile"] == compile_)]
+            for ctx, group in subset.groupby("context_length"):
+                group = group.sort_values("params")
+                ax.plot(group["params"] / 1e6, group["train_step"], marker="o", color=colors[ctx], mfc=fill,
+                        ls=":" if fill else "-")
+        size_axis(ax, graphed)
+        ax.set(yscale="log", ylabel="train step (ms)", title=f"{precision}, {compile_}: launched (open) vs graphed")
+    _legend(axes[0][0], colors, precisions=())
+    save(fig, path)
+
+
+def warmup_spread(warmup: pd.DataFrame, path: Path) -> None:
+    """The measured median of each fresh process against its warm-up steps: the spread is the host."""
     rows = ok(warmup)
     fig, axes = figure()
     ax = axes[0][0]
-    for (size, mode), group in rows.groupby(["size", "mode"]):
-        group = group.sort_values("warmup_steps")
-        ax.plot(group["warmup_steps"], 100 * group["cv"], marker="o", label=f"{size}, {MODE_LABELS[mode]}")
-    ax.set(yscale="log", xlabel="warm-up steps", ylabel="CV of measured steps (%)", title="Variation vs warm-up")
+    for i, ((size, mode), group) in enumerate(rows.groupby(["size", "mode"])):
+        ax.plot(group["warmup_steps"] + 0.08 * i, group["median_ms"], "o", alpha=0.7, label=f"{size}, {MODE_LABELS[mode]}")
+    ax.set(yscale="log", xlabel="warm-up steps", ylabel="measured median (ms), one per process",
+           title="Warm-up across fresh processes")
     ax.legend(fontsize=7)
     save(fig, path)
 
@@ -100,7 +140,8 @@ def main(argv=None) -> None:
     time_vs_size(e2e, out / "e2e_time_vs_size.png")
     ratio_vs_size(e2e, out / "e2e_backward_ratio.png")
     bf16_speedup(e2e, out / "e2e_bf16_speedup.png")
-    warmup_cv(warmup, out / "warmup_cv.png")
+    host_overhead(e2e, out / "e2e_host_overhead.png")
+    warmup_spread(warmup, out / "warmup_cv.png")
 
 
 if __name__ == "__main__":

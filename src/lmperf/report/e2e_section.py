@@ -1,122 +1,147 @@
-"""The report's "End-to-end benchmarking" section: the handout's benchmarking_script answers from data."""
+"""The report's "End-to-end benchmarking" section: the handout's benchmarking questions from data.
+
+Tables show the handout's launched timing and the GPU's own (graphed) time side by side; every
+computed sentence uses graphed times and is stated per regime (precision x compile mode).
+"""
 
 import pandas as pd
 
-from lmperf.report.e2e_analysis import backward_ratio, describe_trend, handout_model, speedup, timer_agreement, trend_with_size
+from lmperf.report.e2e_analysis import (
+    GPU_MS, attention_ratios, backward_ratio, describe_trend, gpu_bound, handout_model, optimizer_bandwidth,
+    physics_violations, speedup, timer_agreement, trend_with_size, warmup_steps_cost,
+)
 from lmperf.report.markdown import num, ok, pct, ratio, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
 MODES = list(MODE_LABELS)
 
 
-def _cell(row: pd.Series) -> str:
-    if row["status"] != "ok":
-        return row["status"].upper()
-    return f"{num(row['mean_ms'])} ± {num(row['std_ms'])}"
+def _ci_cell(median, low, high) -> str:
+    return "—" if median != median else f"{num(median)} ({num(low)}–{num(high)})"
 
 
 def step_time_table(e2e: pd.DataFrame, precision: str, compile_: str, attention: str = "naive") -> pd.DataFrame:
-    """size x context rows, 'mean ± std' ms per mode (or OOM), and the largest CV of the point."""
+    """size x context rows; per mode the launched median (CI) ms, marked † where host-bound, and the
+    graphed median (CI) ms."""
     rows = e2e[(e2e["precision"] == precision) & (e2e["compile"] == compile_) & (e2e["attention"] == attention)]
     out = []
     for (size, ctx), point in rows.groupby(["size", "context_length"], sort=False):
         by_mode = point.set_index("mode")
         record = {"size": size, "context": ctx}
         for mode in MODES:
-            record[f"{MODE_LABELS[mode]} (ms)"] = _cell(by_mode.loc[mode]) if mode in by_mode.index else "—"
-        record["max CV"] = pct(ok(point)["cv"].max()) if len(ok(point)) else "—"
+            label = MODE_LABELS[mode]
+            if mode not in by_mode.index:
+                record[f"{label} launched (ms)"] = record[f"{label} graphed (ms)"] = "—"
+                continue
+            r = by_mode.loc[mode]
+            if r["status"] != "ok":
+                record[f"{label} launched (ms)"] = record[f"{label} graphed (ms)"] = r["status"].upper()
+                continue
+            mark = " †" if r.get("host_bound") is True or r.get("host_bound") == 1.0 else ""
+            record[f"{label} launched (ms)"] = _ci_cell(r["median_ms"], r["ci95_low_ms"], r["ci95_high_ms"]) + mark
+            record[f"{label} graphed (ms)"] = _ci_cell(r.get(GPU_MS, float("nan")), r.get("graphed_ci95_low_ms"),
+                                                        r.get("graphed_ci95_high_ms"))
         out.append(record)
     frame = pd.DataFrame(out)
-    if frame.empty:
-        return frame
-    return sort_by_size(frame, ["size", "context"])
+    return frame if frame.empty else sort_by_size(frame, ["size", "context"])
 
 
-def warmup_table(warmup: pd.DataFrame) -> pd.DataFrame:
-    rows = sort_by_size(ok(warmup), ["size", "mode", "warmup_steps"])
-    return pd.DataFrame({
-        "size": rows["size"], "mode": rows["mode"].map(MODE_LABELS), "warm-up steps": rows["warmup_steps"],
-        "mean (ms)": rows["mean_ms"].map(num), "std (ms)": rows["std_ms"].map(num), "CV": rows["cv"].map(pct),
-        "first call (ms)": rows["first_step_ms"].map(num),
-    })
+def _regimes(frame: pd.DataFrame):
+    """(precision, compile, rows) per regime present, in a fixed order."""
+    for precision in ("fp32", "bf16"):
+        for compile_ in ("eager", "compiled"):
+            rows = frame[(frame["precision"] == precision) & (frame["compile"] == compile_)]
+            if len(rows):
+                yield precision, compile_, rows
+
+
+def _method(e2e: pd.DataFrame) -> str:
+    first = ok(e2e).iloc[0] if len(ok(e2e)) else e2e.iloc[0]
+    commits = ", ".join(f"`{c}`" for c in sorted(e2e["commit"].dropna().astype(str).unique()))
+    return (
+        f"Device **{first['device_name']}**, torch {first['torch_version']}, CUDA {text(first['cuda_version'])}, "
+        f"Triton {text(first['triton_version'])}, driver {text(first['driver_version'])}, commit {commits}; "
+        f"batch {first['batch_size']}, optimizer `{first['optimizer']}` AdamW, fp32 matmul precision "
+        f"`{first['matmul_precision']}`. Each step is timed two ways in the same process. **Launched**, the handout's "
+        f"method: {first['warmup_steps']} warm-up steps, then at least {first['measured_steps']} measured steps, each "
+        "synchronized and timed with `timeit.default_timer`; on a slow host this measures the host launching kernels. "
+        "**Graphed**: the same step captured once as a CUDA graph and replayed, the GPU's own time (the optimizer is "
+        "capturable, so the replay runs the launched step's kernels). Both repeat until the median's bootstrap 95% CI "
+        "is within ±1% or the point's time budget is spent. Cells show the median (95% CI); † marks a host-bound "
+        "row, launched more than 10% over graphed. *Compiled* means each Transformer block under `torch.compile` "
+        "(regional compilation); *forward* is inference under `torch.no_grad()`; *train step* is forward, "
+        "cross-entropy, backward and the optimizer step. Conclusions below use graphed times, per precision and "
+        "compile mode."
+    )
+
+
+def _physics_sentence(e2e: pd.DataFrame) -> str:
+    rows = gpu_bound(e2e)
+    if rows.empty:
+        return "No graphed timings (CUDA graphs need a CUDA device), so the physics checks have nothing to check."
+    bad = physics_violations(e2e)
+    checks = ("train step ≥ forward+backward ≥ forward at every point, and no time falling as the context or the "
+              "model grows (2% slack)")
+    if bad.empty:
+        return f"Physics check on graphed times, {len(rows)} rows: {checks}: no violation."
+    listed = "; ".join(f"{r.kind} ({r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, {r.attention})"
+                       for r in bad.head(8).itertuples())
+    return f"Physics check on graphed times, {len(rows)} rows: {checks}: **{len(bad)} violations**: {listed}."
+
+
+def _host_sentence(e2e: pd.DataFrame) -> str:
+    rows = gpu_bound(e2e)
+    if rows.empty:
+        return ""
+    parts = []
+    for precision, compile_, group in _regimes(rows):
+        share = (group["host_overhead_ms"] / group["median_ms"]).median()
+        parts.append(f"{precision} {compile_}: {int(group['host_bound'].astype(bool).sum())} of {len(group)} rows "
+                     f"host-bound, median launch overhead {pct(share)} of the launched time")
+    return ("Launched against graphed: " + "; ".join(parts) + ". Where a row is host-bound, its launched time "
+            "measures Python and the driver launching kernels, not the GPU.")
+
+
+def _ci_sentence(e2e: pd.DataFrame) -> str:
+    rows = gpu_bound(e2e)
+    if rows.empty:
+        return ""
+    half = (rows["graphed_ci95_high_ms"] - rows["graphed_ci95_low_ms"]) / 2 / rows[GPU_MS]
+    launched = ok(e2e)
+    launched_half = (launched["ci95_high_ms"] - launched["ci95_low_ms"]) / 2 / launched["median_ms"]
+    return (f"Repeatability: {pct((half <= 0.01).mean())} of the {len(rows)} graphed medians have a 95% CI within ±1% "
+            f"(largest ±{pct(half.max(), 2)}); of the launched medians, {pct((launched_half <= 0.01).mean())} do "
+            f"(largest ±{pct(launched_half.max(), 2)}), the rest stopped at the time budget.")
 
 
 def _ratio_sentence(e2e: pd.DataFrame) -> str:
     ratios = backward_ratio(e2e)
     if ratios.empty:
-        return "No grid point has both a forward and a forward+backward timing."
-    r = ratios["ratio"]
-    return (
-        f"Forward + backward takes **{num(r.median())}×** the forward time (median over {len(r)} grid points; "
-        f"range {num(r.min())}–{num(r.max())}), so the backward pass costs about {num(r.median() - 1)}× a forward pass. "
-        f"The FLOP count predicts 3× (backward = 2× forward); the forward here is inference (`torch.no_grad`), "
-        f"which stores no activations for backward."
-    )
+        return "No grid point has both a graphed forward and a graphed forward+backward timing."
+    parts = [f"{precision} {compile_} {num(g['ratio'].median())}× ({num(g['ratio'].min())}–{num(g['ratio'].max())}, "
+             f"{len(g)} points)" for precision, compile_, g in _regimes(ratios)]
+    return ("Forward + backward over forward, graphed, median per regime: " + "; ".join(parts) + ". The FLOP count "
+            "predicts 3× (backward = 2× forward); the forward here is inference (`torch.no_grad`), which stores no "
+            "activations for backward.")
 
 
-def _cv_sentence(e2e: pd.DataFrame) -> str:
-    rows = ok(e2e)
-    if rows.empty:
-        return "No step ran to completion."
-    worst = rows.loc[rows["cv"].idxmax()]
-    under = (rows["cv"] < 0.02).mean()
-    verdict = "low" if under >= 0.9 else "not uniformly low"
-    sentence = (
-        f"Variation is {verdict}: with {int(worst['warmup_steps'])} warm-up steps, {pct(under)} of the {len(rows)} timed rows "
-        f"have a coefficient of variation under 2%; the largest is {pct(worst['cv'], 2)} "
-        f"({worst['size']}, ctx {worst['context_length']}, {worst['precision']}, {worst['compile']}, {MODE_LABELS[worst['mode']]})."
-    )
-    noisy, steady = rows[rows["cv"] >= 0.02], rows[rows["cv"] < 0.02]
-    if len(noisy) and len(steady):
-        sentence += (
-            f" The noisy rows are the short steps: median step {num(noisy['median_ms'].median())} ms against "
-            f"{num(steady['median_ms'].median())} ms for rows under 2%. Where the host launches kernels slower than "
-            "the GPU finishes them, host-side jitter lands in the step time."
-        )
-    return sentence
-
-
-def _timer_sentence(e2e: pd.DataFrame) -> str:
-    gap = timer_agreement(e2e)
-    if gap.empty:
-        return "CUDA-event timing is not available on this device, so the host timer is not cross-checked."
-    return (
-        f"The host timer (`timeit.default_timer` around a synchronized step) agrees with CUDA events bracketing "
-        f"the same steps within {pct(gap.max(), 2)} on every row (median {pct(gap.median(), 2)}, {len(gap)} rows)."
-    )
-
-
-def _warmup_bullets(warmup: pd.DataFrame) -> list[str]:
-    rows = ok(warmup)
-    lines = []
-    for (size, mode), group in rows.groupby(["size", "mode"]):
-        group = group.set_index("warmup_steps").sort_index()
-        cold, warm = group.iloc[0], group.iloc[-1]
-        lines.append(
-            f"- {size}, {MODE_LABELS[mode]}: CV {pct(cold['cv'])} with {group.index[0]} warm-up steps against "
-            f"{pct(warm['cv'])} with {group.index[-1]}; the mean moves from {num(cold['mean_ms'])} to {num(warm['mean_ms'])} ms. "
-            f"The process's first call took {num(cold['first_step_ms'])} ms, "
-            f"{num(cold['first_step_ms'] / warm['median_ms'], 1)}× a steady step."
-        )
-    return lines
-
-
-def _speedup_paragraph(e2e: pd.DataFrame, column: str, slow: str, fast: str, what: str) -> tuple[str, pd.DataFrame]:
+def _speedup_paragraph(e2e: pd.DataFrame, column: str, slow: str, fast: str, what: str, per: str) -> tuple[str, pd.DataFrame]:
     gains = speedup(e2e, column, slow, fast)
     if gains.empty:
-        return f"No pair of {slow} and {fast} rows to compare.", gains
-    per_size = gains.groupby(["size", "params", "mode"], as_index=False)["speedup"].median()
+        return f"No pair of graphed {slow} and {fast} rows to compare.", gains
+    per_size = gains.groupby(["size", "params", per, "mode"], as_index=False)["speedup"].median()
     sentences = []
-    for mode in MODES:
-        series = per_size[per_size["mode"] == mode].sort_values("params")
-        if series.empty:
-            continue
-        rho = trend_with_size(series, "speedup")
-        sentences.append(
-            f"{MODE_LABELS[mode]}: {what} is {num(series['speedup'].iloc[0])}× at {series['size'].iloc[0]} and "
-            f"{num(series['speedup'].iloc[-1])}× at {series['size'].iloc[-1]} (median over contexts), and "
-            f"{describe_trend(rho)} (Spearman ρ = {num(rho)})."
-        )
+    for value in sorted(per_size[per].unique()):
+        for mode in MODES:
+            series = per_size[(per_size[per] == value) & (per_size["mode"] == mode)].sort_values("params")
+            if series.empty:
+                continue
+            rho = trend_with_size(series, "speedup")
+            sentences.append(
+                f"{MODE_LABELS[mode]}, {value}: {what} is {num(series['speedup'].iloc[0])}× at {series['size'].iloc[0]} "
+                f"and {num(series['speedup'].iloc[-1])}× at {series['size'].iloc[-1]} (median over contexts), and "
+                f"{describe_trend(rho)} (Spearman ρ = {num(rho)})."
+            )
     return " ".join(sentences), gains
 
 
@@ -130,131 +155,156 @@ def _speedup_table(gains: pd.DataFrame, split: str) -> pd.DataFrame:
 
 
 def mfu_table(e2e: pd.DataFrame) -> pd.DataFrame:
-    """MFU of the train step per size and context, for the fastest configuration (bf16, compiled)."""
-    rows = e2e[(e2e["mode"] == "train_step") & (e2e["precision"] == "bf16") & (e2e["compile"] == "compiled")]
-    rows = sort_by_size(rows, ["size", "context_length"])
-    return pd.DataFrame({
-        "size": rows["size"], "context": rows["context_length"],
-        "step (ms)": [num(r.mean_ms) if r.status == "ok" else r.status.upper() for r in rows.itertuples()],
-        "model TFLOP/step": rows["model_tflop_per_step"].map(lambda x: num(x, 3)),
-        "achieved TFLOP/s": rows["achieved_tflops"].map(lambda x: num(x, 1)),
-        "MFU": rows["mfu"].map(pct),
-    })
+    """MFU on graphed time per size and context, forward+backward and train step, per precision
+    (compiled); the launched train step's MFU beside it."""
+    rows = gpu_bound(e2e[e2e["compile"] == "compiled"])
+    out = []
+    for (precision, size, ctx), point in rows.groupby(["precision", "size", "context_length"]):
+        by_mode = point.set_index("mode")
+        get = lambda mode, col: by_mode.loc[mode, col] if mode in by_mode.index else float("nan")  # noqa: E731
+        out.append({"precision": precision, "size": size, "context": ctx,
+                    "train step graphed (ms)": num(get("train_step", GPU_MS)),
+                    "MFU fwd+bwd, graphed": pct(get("forward_backward", "graphed_mfu")),
+                    "MFU train step, graphed": pct(get("train_step", "graphed_mfu")),
+                    "MFU train step, launched": pct(get("train_step", "mfu"))})
+    frame = pd.DataFrame(out)
+    return frame if frame.empty else sort_by_size(frame, ["precision", "size", "context"])
 
 
-def attention_table(e2e: pd.DataFrame, other: str) -> pd.DataFrame:
-    """Train step with naive attention vs ``other``: times (or OOM), speed-up and MFU per point."""
-    keys = ["size", "context_length", "precision", "compile"]
-    steps = e2e[e2e["mode"] == "train_step"]
-    naive = handout_model(steps).set_index(keys)
-    theirs = steps[steps["attention"] == other].set_index(keys)
-    both = naive.join(theirs, lsuffix="_naive", rsuffix="_other", how="inner").reset_index()
-    both = sort_by_size(both, keys)
-
-    def cell(status, ms):
-        return num(ms) if status == "ok" else status.upper()
-
-    return pd.DataFrame({
-        "size": both["size"], "context": both["context_length"], "precision": both["precision"], "compile": both["compile"],
-        "naive (ms)": [cell(s, m) for s, m in zip(both["status_naive"], both["mean_ms_naive"])],
-        f"{other} (ms)": [cell(s, m) for s, m in zip(both["status_other"], both["mean_ms_other"])],
-        "speed-up": (both["mean_ms_naive"] / both["mean_ms_other"]).map(ratio),
-        "MFU naive": both["mfu_naive"].map(pct), f"MFU {other}": both["mfu_other"].map(pct),
-    })
-
-
-def _runs_sentence(e2e: pd.DataFrame, other: str) -> str:
-    """Names the commits when naive and ``other`` share none: the two were timed in different runs,
-    and a short, host-bound step carries the host's speed of its run into the ratio."""
-    commits = {a: sorted(e2e.loc[e2e["attention"] == a, "commit"].dropna().astype(str).unique()) for a in ("naive", other)}
-    if not commits["naive"] or not commits[other] or set(commits["naive"]) & set(commits[other]):
+def _mfu_sentence(e2e: pd.DataFrame) -> str:
+    rows = gpu_bound(e2e[(e2e["compile"] == "compiled")]).dropna(subset=["graphed_mfu"])
+    parts = []
+    for (precision, mode), group in rows[rows["mode"] != "forward"].groupby(["precision", "mode"]):
+        top = group.loc[group["graphed_mfu"].idxmax()]
+        parts.append(f"{precision} {MODE_LABELS[mode]} {pct(top['graphed_mfu'])} ({top['size']}, ctx {top['context_length']}, "
+                     f"against {num(top['peak_tflops'], 1)} TFLOP/s)")
+    if not parts:
         return ""
-    named = {a: f"commit{'s' if len(c) > 1 else ''} {', '.join(c)}" for a, c in commits.items()}
-    return (f" The naive rows are from {named['naive']} and the {other} rows from {named[other]}: separate runs, "
-            "so where a step is short and host-bound the ratio also carries the host's speed in each run.")
+    return ("Best graphed MFU, compiled: " + "; ".join(parts) + ". FLOPs per step are 6·N·tokens plus 12·L·B·T²·d for "
+            "attention (see `lmperf.measure.flops`); fp32 is measured against the non-tensor-core peak.")
+
+
+def optimizer_table(e2e: pd.DataFrame) -> pd.DataFrame:
+    opt = sort_by_size(optimizer_bandwidth(e2e), ["size", "precision", "compile"])
+    return pd.DataFrame({
+        "size": opt["size"], "precision": opt["precision"], "compile": opt["compile"],
+        "optimizer step (ms)": opt["optimizer_ms"].map(num), "GB/s at 28 B/param": opt["gb_per_s"].map(lambda x: num(x, 0)),
+        "HBM bound (ms)": opt["bound_ms"].map(num), "over the bound": (opt["optimizer_ms"] / opt["bound_ms"]).map(ratio),
+    })
+
+
+def warmup_table(warmup: pd.DataFrame) -> pd.DataFrame:
+    """Per (size, mode, warm-up steps): the measured median across processes, its range, the first call."""
+    rows = ok(warmup)
+    out = []
+    for (size, mode, steps), group in rows.groupby(["size", "mode", "warmup_steps"]):
+        out.append({"size": size, "mode": MODE_LABELS[mode], "warm-up steps": steps, "processes": len(group),
+                    "median of medians (ms)": num(group["median_ms"].median()),
+                    "range across processes (ms)": f"{num(group['median_ms'].min())}–{num(group['median_ms'].max())}",
+                    "median CV": pct(group["cv"].median()), "first call (ms)": num(group["first_step_ms"].median())})
+    frame = pd.DataFrame(out)
+    return frame if frame.empty else sort_by_size(frame, ["size", "mode", "warm-up steps"])
+
+
+def _warmup_bullets(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+    cost = warmup_steps_cost(warmup)
+    lines = []
+    for (size, mode), group in cost.groupby(["size", "mode"]):
+        steps = ", ".join(f"step {int(r.step)} {num(r.median_ratio)}× ({num(r.min_ratio)}–{num(r.max_ratio)})"
+                          for r in group.itertuples())
+        line = (f"- {size}, {MODE_LABELS[mode]}, no warm-up, {int(group['processes'].iloc[0])} processes: each early step "
+                f"over that process's steady median, median across processes (range): {steps}.")
+        settings = ok(warmup[(warmup["size"] == size) & (warmup["mode"] == mode)])
+        spread = settings.groupby("warmup_steps")["median_ms"].agg(lambda s: s.max() / s.min()).max()
+        by_setting = settings.groupby("warmup_steps")["median_ms"].median()
+        moved = by_setting.max() / by_setting.min()
+        line += (f" Processes with the same setting differ by up to {num(spread)}× in their measured median, while the "
+                 f"warm-up setting moves the median across processes by {num(moved)}×"
+                 + (": the host's speed in each process, not the warm-up, sets the number." if spread > moved else "."))
+        point = e2e[(e2e["size"] == size) & (e2e["mode"] == mode) & (e2e["attention"] == "naive")
+                    & (e2e["precision"] == "fp32") & (e2e["compile"] == "eager")
+                    & (e2e["context_length"] == settings["context_length"].iloc[0])]
+        if len(point) and point["host_bound"].notna().all():
+            p = point.iloc[0]
+            line += (f" The e2e study times this point at {num(p['graphed_median_ms'])} ms graphed against "
+                     f"{num(p['median_ms'])} ms launched: {'host-bound' if p['host_bound'] else 'not host-bound'}.")
+        lines.append(line)
+    return lines
 
 
 def _attention_section(e2e: pd.DataFrame) -> list[str]:
-    others = [a for a in e2e["attention"].unique() if a != "naive"]
-    out = []
-    for other in others:
-        frame = attention_table(e2e, other)
-        gains = speedup(e2e[e2e["mode"] == "train_step"], "attention", "naive", other)
-        rescued = ((frame["naive (ms)"] == "OOM") & (frame[f"{other} (ms)"] != "OOM")).sum()
-        out += [f"### Attention in the model: naive vs {other} (train step)", ""]
-        if len(gains):
-            # per precision and compile mode: fp32 and bf16 run different kernels, and eager steps are host-bound
-            parts = [f"{precision} {mode} {num(g['speedup'].median())}× ({len(g)} point{'s' if len(g) != 1 else ''}, "
-                     f"{num(g['speedup'].min())}–{num(g['speedup'].max())})"
-                     for (precision, mode), g in gains.groupby(["precision", "compile"])]
-            out += [f"Train step with {other} over naive attention, median speed-up: {'; '.join(parts)}. "
-                    f"{rescued} point{'s' if rescued != 1 else ''} that run{'s' if rescued == 1 else ''} out of memory with "
-                    f"naive attention fit{'s' if rescued == 1 else ''} with {other}.{_runs_sentence(e2e, other)}", ""]
-        out += [table(frame), ""]
-    return out
+    """Attention variants in the model, timed interleaved in one process; ratios on graphed replays."""
+    ratios = attention_ratios(e2e)
+    if ratios.empty:
+        return []
+    out = ["### Attention in the model (train step, graphed, timed interleaved in one process)", ""]
+    parts = []
+    for (other, precision, compile_), g in ratios.groupby(["attention", "precision", "compile"]):
+        wins, losses = int((g["resolved"] & (g["speedup"] > 1)).sum()), int((g["resolved"] & (g["speedup"] < 1)).sum())
+        parts.append(f"{other} {precision} {compile_}: median {num(g['speedup'].median())}× "
+                     f"({wins} faster, {losses} slower, {len(g) - wins - losses} not resolved of {len(g)})")
+    out += ["Speed-up over naive attention (naive time / other time; a point counts as faster or slower only where its "
+            "paired bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".", ""]
+    ratios = sort_by_size(ratios, ["size", "context_length", "precision", "compile"])
+    frame = pd.DataFrame({
+        "size": ratios["size"], "context": ratios["context_length"], "precision": ratios["precision"],
+        "compile": ratios["compile"], "attention": ratios["attention"], "naive (ms)": ratios["base_ms"].map(num),
+        "other (ms)": ratios["other_ms"].map(num),
+        "speed-up (95% CI)": [f"{ratio(r.speedup)} ({num(r.ci95_low, 3)}–{num(r.ci95_high, 3)})" for r in ratios.itertuples()],
+        "resolved": ratios["resolved"].map({True: "yes", False: "not resolved"}),
+    })
+    return out + [table(frame), ""]
+
+
+def _timer_sentence(e2e: pd.DataFrame) -> str:
+    gap = timer_agreement(e2e)
+    if gap.empty:
+        return "CUDA-event timing is not available on this device, so the host timer is not cross-checked."
+    return (f"Timer check (of the clock, not of the GPU: both clocks include the same launch gaps): the host timer "
+            f"agrees with CUDA events around the same launched steps within {pct(gap.max(), 2)} on every row "
+            f"(median {pct(gap.median(), 2)}, {len(gap)} rows).")
 
 
 def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
-    """Everything but the last subsection uses the naive-attention rows, the handout's model."""
+    """Everything but the attention subsection uses the naive-attention rows, the handout's model."""
     e2e = handout_model(e2e_all)
-    first = e2e.iloc[0]
-    out = [
-        "## End-to-end benchmarking",
-        "",
-        f"Device **{first['device_name']}**, torch {first['torch_version']}, CUDA {text(first['cuda_version'])}, "
-        f"Triton {text(first['triton_version'])}, driver {text(first['driver_version'])}, commit `{text(first['commit'])}`; "
-        f"batch {first['batch_size']}, {first['warmup_steps']} warm-up + {first['measured_steps']} measured steps per point, "
-        f"each step synchronized and timed with `timeit.default_timer`; optimizer `{first['optimizer']}` AdamW; "
-        f"fp32 matmul precision `{first['matmul_precision']}`. *Compiled* means each Transformer block under "
-        "`torch.compile` (regional compilation); *forward* is inference under `torch.no_grad()`; "
-        "*train step* is forward, cross-entropy, backward and the optimizer step.",
-        "",
-        "### Step times (mean ± std over the measured steps)",
-        "",
-    ]
+    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", "### Step times: launched and graphed", ""]
     for precision in ("fp32", "bf16"):
         for compile_ in ("eager", "compiled"):
             frame = step_time_table(e2e, precision, compile_)
             if not frame.empty:
                 out += [f"**{precision}, {compile_}**", "", table(frame), ""]
-    out += [
-        _ratio_sentence(e2e), "", _cv_sentence(e2e), "", _timer_sentence(e2e), "",
-        "![Step time vs model size](figures/e2e_time_vs_size.png)", "",
-        "![Forward+backward over forward](figures/e2e_backward_ratio.png)", "",
-        "### Warm-up",
-        "",
-        "Each row below is a fresh process, so zero warm-up steps means the measured steps include CUDA "
-        "context creation, kernel loading, cuBLAS handle and workspace set-up and the caching allocator's "
-        "first device allocations.",
-        "",
-        table(warmup_table(warmup)),
-        "",
-        *_warmup_bullets(warmup),
-        "",
-        "![CV vs warm-up steps](figures/warmup_cv.png)",
-        "",
-        "### bf16 autocast speed-up",
-        "",
-    ]
-    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up")
-    out += [paragraph, ""]
+    out += [_physics_sentence(e2e_all), "", _host_sentence(e2e), "", _ci_sentence(e2e_all), "",
+            "![Launched vs graphed step time](figures/e2e_host_overhead.png)", "",
+            "![Graphed step time vs model size](figures/e2e_time_vs_size.png)", "",
+            "### The backward pass", "", _ratio_sentence(e2e), "",
+            "![Forward+backward over forward](figures/e2e_backward_ratio.png)", ""]
+    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
+    out += ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
-    paragraph, gains = _speedup_paragraph(e2e, "compile", "eager", "compiled", "the torch.compile speed-up")
-    out += ["### torch.compile speed-up (eager time / compiled time)", "", paragraph, ""]
+    paragraph, gains = _speedup_paragraph(e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision")
+    out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "precision")), ""]
     mfu = mfu_table(e2e)
     if not mfu.empty:
-        best = ok(e2e[(e2e["mode"] == "train_step") & (e2e["precision"] == "bf16") & (e2e["compile"] == "compiled")])
-        out += ["### Model FLOPs utilization: the baseline (bf16, compiled, train step)", ""]
-        if not best.dropna(subset=["mfu"]).empty:
-            top = best.loc[best["mfu"].idxmax()]
-            out += [f"The best MFU is {pct(top['mfu'])} ({top['size']}, ctx {top['context_length']}) against a "
-                    f"dense bf16 peak of {num(top['peak_tflops'], 1)} TFLOP/s. FLOPs per step are 6·N·tokens plus "
-                    "12·L·B·T²·d for attention (see `lmperf.measure.flops`).", ""]
-        out += [table(mfu), ""]
+        out += ["### Model FLOPs utilization (compiled)", "", _mfu_sentence(e2e), "", table(mfu), ""]
+    opt = optimizer_table(e2e)
+    if not opt.empty:
+        out += ["### The optimizer step", "",
+                "GPU time of the optimizer step (graphed train step − graphed forward+backward, median over contexts), "
+                "and its bandwidth counted at AdamW's least traffic: read p, g, m, v and write p, m, v, 28 bytes per "
+                "fp32 parameter. The bound is that traffic at the device's HBM bandwidth.", "", table(opt), ""]
+    out += ["### Warm-up", "",
+            "Each setting runs in several fresh processes, so zero warm-up steps means the measured steps include CUDA "
+            "context creation, kernel loading, cuBLAS handle and workspace set-up and the caching allocator's first "
+            "device allocations; the spread across processes shows how far one process's host speed moves the number. "
+            f"Warm-up rows: commit {', '.join(f'`{c}`' for c in sorted(warmup['commit'].dropna().astype(str).unique())) or '—'}.",
+            "", table(warmup_table(warmup)), "", *_warmup_bullets(warmup, e2e), "",
+            "![Warm-up across processes](figures/warmup_cv.png)", ""]
     out += _attention_section(e2e_all)
+    out += [_timer_sentence(e2e), ""]
     failed = e2e_all[e2e_all["status"] != "ok"]
     if not failed.empty:
         out += ["### Points that did not run", ""]

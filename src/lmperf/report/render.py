@@ -21,6 +21,14 @@ def not_in_grid(section: str, key: str) -> str:
     return f"## {section}\n\nNot in this run's grid (`{key}` is empty).\n"
 
 
+def render_timing(results: Path) -> str:
+    """The sections of the timing studies alone (e2e with warm-up, profiling), for a run that measured
+    only those: ``--timing-only``."""
+    e2e = read(results / "e2e.csv")
+    return "\n".join([e2e_section.render(e2e, read(results / "warmup.csv")),
+                      profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)])
+
+
 def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     e2e = read(results / "e2e.csv")
     head = [
@@ -34,7 +42,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
         e2e_section.render(e2e, read(results / "warmup.csv")),
         precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
         (not_in_grid("Profiling", "profile.sizes") if "profile" in skip else
-         profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"))),
+         profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)),
         (not_in_grid("Memory", "memory.context_lengths") if "memory" in skip else
          memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"))),
         attention_section.render(read(results / "attention.csv")),
@@ -52,10 +60,11 @@ def main(argv=None) -> None:
     p.add_argument("--figures", default="report/figures", type=Path)
     p.add_argument("--grid", default="")
     p.add_argument("--skip", action="append", default=[], choices=["memory", "profile"], help="a study left out of the grid")
+    p.add_argument("--timing-only", action="store_true", help="only the e2e, warm-up and profiling sections")
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
     with atomic_path(args.out) as tmp:
-        tmp.write_text(render(args.results, args.grid, tuple(args.skip)))
+        tmp.write_text(render_timing(args.results) if args.timing_only else render(args.results, args.grid, tuple(args.skip)))
 
 
 if __name__ == "__main__":

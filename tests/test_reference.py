@@ -1,0 +1,43 @@
+"""The committed H100 slice measured with launched and graphed timing (report/reference/h100/graphed/):
+its Markdown is what the renderer makes of its CSVs, and its data meets issue #16's bars."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lmperf.report import render
+from lmperf.report.e2e_analysis import physics_violations
+
+SLICE = Path(__file__).resolve().parents[1] / "report/reference/h100/graphed"
+
+
+@pytest.fixture(scope="module")
+def e2e() -> pd.DataFrame:
+    return render.read(SLICE / "e2e.csv")
+
+
+def test_sections_are_rendered_from_the_committed_csvs():
+    assert (SLICE / "sections.md").read_text() == render.render_timing(SLICE)
+
+
+def test_every_figure_the_sections_link_exists():
+    import re
+
+    for image in re.findall(r"\]\((figures/[^)]+\.png)\)", (SLICE / "sections.md").read_text()):
+        assert (SLICE / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rows_come_from_one_commit_and_carry_the_graphed_columns(e2e):
+    assert e2e["commit"].nunique() == 1
+    rows = e2e[e2e["status"] == "ok"]
+    for column in ("median_ms", "ci95_low_ms", "ci95_high_ms", "graphed_median_ms", "host_bound"):
+        assert rows[column].notna().all(), column
+    assert set(e2e["attention"]) == {"naive", "sdpa", "flash_triton"}
+
+
+def test_graphed_medians_are_tight_and_physical(e2e):
+    rows = e2e[e2e["status"] == "ok"]
+    half = (rows["graphed_ci95_high_ms"] - rows["graphed_ci95_low_ms"]) / 2 / rows["graphed_median_ms"]
+    assert (half <= 0.01).mean() >= 0.95
+    assert physics_violations(e2e).empty
