@@ -206,3 +206,12 @@ def test_physics_violations_are_found():
     kinds = set(physics_violations(frame)["kind"])
     assert kinds == {"train_step < forward_backward", "train_step falls as context_length grows",
                      "train_step falls as params grows"}
+
+
+def test_speedups_pair_only_rows_of_one_commit():
+    from lmperf.report.e2e_analysis import speedup
+
+    frame = _regime_frame()
+    assert len(speedup(frame, "precision", "fp32", "bf16")) == 24  # 2 sizes x 2 contexts x 2 compile modes x 3 modes
+    frame.loc[frame["precision"] == "bf16", "commit"] = "def"  # bf16 measured by other code
+    assert speedup(frame, "precision", "fp32", "bf16").empty

@@ -49,8 +49,9 @@ def backward_ratio(e2e: pd.DataFrame, value: str = GPU_MS) -> pd.DataFrame:
 
 
 def speedup(e2e: pd.DataFrame, column: str, slow: str, fast: str, value: str = GPU_MS) -> pd.DataFrame:
-    """time(column=slow) / time(column=fast) per mode, matched on every other grid coordinate."""
-    keys = [k for k in POINT if k != column] + ["mode"]
+    """time(column=slow) / time(column=fast) per mode, matched on every other grid coordinate and on
+    the commit: the two sides come from different targets, and a speed-up compares one code."""
+    keys = [k for k in POINT if k != column] + ["mode", "commit"]
     rows = ok(e2e).dropna(subset=[value]) if value in e2e else e2e.iloc[:0]
     slow_t = rows[rows[column] == slow].set_index(keys)[value]
     fast_t = rows[rows[column] == fast].set_index(keys)[value]

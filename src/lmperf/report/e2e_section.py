@@ -128,7 +128,7 @@ def _ratio_sentence(e2e: pd.DataFrame) -> str:
 def _speedup_paragraph(e2e: pd.DataFrame, column: str, slow: str, fast: str, what: str, per: str) -> tuple[str, pd.DataFrame]:
     gains = speedup(e2e, column, slow, fast)
     if gains.empty:
-        return f"No pair of graphed {slow} and {fast} rows to compare.", gains
+        return f"No pair of graphed {slow} and {fast} rows measured at one commit to compare.", gains
     per_size = gains.groupby(["size", "params", per, "mode"], as_index=False)["speedup"].median()
     sentences = []
     for value in sorted(per_size[per].unique()):
