@@ -25,15 +25,14 @@ def handout_model(e2e: pd.DataFrame) -> pd.DataFrame:
     return e2e[e2e["attention"] == "naive"]
 
 
-def gpu_bound(e2e: pd.DataFrame) -> pd.DataFrame:
-    """The ok rows that have a graphed (GPU-bound) time."""
-    rows = ok(e2e)
-    return rows[rows[GPU_MS].notna()] if GPU_MS in rows else rows.iloc[:0]
+def gpu_bound(e2e: pd.DataFrame, value: str = GPU_MS) -> pd.DataFrame:
+    """The ok rows that have a time in ``value`` (by default the graphed, GPU-bound one)."""
+    return ok(e2e).dropna(subset=[value]) if value in e2e else e2e.iloc[:0]
 
 
 def step_times(e2e: pd.DataFrame, value: str = GPU_MS) -> pd.DataFrame:
     """One row per grid point, one column of median step time (ms) per mode; NaN where not measured."""
-    rows = ok(e2e).dropna(subset=[value]) if value in e2e else e2e.iloc[:0]
+    rows = gpu_bound(e2e, value)
     if rows.empty:
         return pd.DataFrame(columns=POINT)
     return rows.pivot_table(index=POINT, columns="mode", values=value).reset_index()
@@ -52,7 +51,7 @@ def speedup(e2e: pd.DataFrame, column: str, slow: str, fast: str, value: str = G
     """time(column=slow) / time(column=fast) per mode, matched on every other grid coordinate and on
     the commit: the two sides come from different targets, and a speed-up compares one code."""
     keys = [k for k in POINT if k != column] + ["mode", "commit"]
-    rows = ok(e2e).dropna(subset=[value]) if value in e2e else e2e.iloc[:0]
+    rows = gpu_bound(e2e, value)
     slow_t = rows[rows[column] == slow].set_index(keys)[value]
     fast_t = rows[rows[column] == fast].set_index(keys)[value]
     joined = pd.concat({"slow_ms": slow_t, "fast_ms": fast_t}, axis=1, join="inner").reset_index()

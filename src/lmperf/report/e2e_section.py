@@ -37,7 +37,7 @@ def step_time_table(e2e: pd.DataFrame, precision: str, compile_: str, attention:
             if r["status"] != "ok":
                 record[f"{label} launched (ms)"] = record[f"{label} graphed (ms)"] = r["status"].upper()
                 continue
-            mark = " †" if r.get("host_bound") is True or r.get("host_bound") == 1.0 else ""
+            mark = " †" if r.get("host_bound") == True else ""  # noqa: E712 - a bool, or NaN where not graphed
             record[f"{label} launched (ms)"] = _ci_cell(r["median_ms"], r["ci95_low_ms"], r["ci95_high_ms"]) + mark
             record[f"{label} graphed (ms)"] = _ci_cell(r.get(GPU_MS, float("nan")), r.get("graphed_ci95_low_ms"),
                                                         r.get("graphed_ci95_high_ms"))
@@ -172,7 +172,7 @@ def mfu_table(e2e: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mfu_sentence(e2e: pd.DataFrame) -> str:
-    rows = gpu_bound(e2e[(e2e["compile"] == "compiled")]).dropna(subset=["graphed_mfu"])
+    rows = gpu_bound(e2e[e2e["compile"] == "compiled"]).dropna(subset=["graphed_mfu"])
     parts = []
     for (precision, mode), group in rows[rows["mode"] != "forward"].groupby(["precision", "mode"]):
         top = group.loc[group["graphed_mfu"].idxmax()]

@@ -31,7 +31,8 @@ import torch.distributed as dist
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
 from lmperf.measure import Budget, fingerprint, free_memory, measure, synchronize, time_once, write_rows
 from lmperf.model import count_parameters, make_optimizer
-from lmperf.training import build_model, make_step
+from lmperf.ranges import profiled_range
+from lmperf.training import Phase, build_model, make_step
 
 VARIANTS = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000",
             "torch_ddp")
@@ -66,7 +67,7 @@ class Batch:
         self.inputs, self.targets = mine[:, :-1].to(device), mine[:, 1:].to(device)
 
 
-def make_train_step(ddp: torch.nn.Module, optimizer, batch: Batch, device: torch.device, phase=None):
+def make_train_step(ddp: torch.nn.Module, optimizer, batch: Batch, device: torch.device, phase: Phase = profiled_range):
     """lmperf.training's train step on ``ddp``, timing the wait for the gradient all-reduce after
     backward; returns the step and the list its sync times go into."""
     sync_s: list = []
@@ -82,9 +83,8 @@ def make_train_step(ddp: torch.nn.Module, optimizer, batch: Batch, device: torch
         else:
             sync_s.append(time_once(finish, device)[0])
 
-    extra = {"phase": phase} if phase is not None else {}
-    step = make_step("train_step", ddp, optimizer, batch.inputs, batch.targets, "fp32", device,
-                     after_backward=timed_finish if finish is not None else None, **extra)
+    step = make_step("train_step", ddp, optimizer, batch.inputs, batch.targets, "fp32", device, phase=phase,
+                     after_backward=timed_finish if finish is not None else None)
     return step, sync_s
 
 
