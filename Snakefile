@@ -28,6 +28,8 @@ localrules:
     comm_figures,
     attention_figures,
     ddp_figures,
+    comm_fit,
+    memory_figure,
     report,
 
 

@@ -1,25 +1,71 @@
+"""The all-reduce fit and the DDP cost model: a fit that refuses what is not physical, and buckets
+formed exactly as DDPBucketed forms them."""
+
 import math
 
+import pandas as pd
 import pytest
+import torch.nn as nn
 
-from lmperf.distributed.bucket_model import ddp_overhead, fit_overhead_bandwidth, optimal_bucket_bytes
+from lmperf.distributed import make_buckets
+from lmperf.distributed.bucket_model import bucket_bytes, fit_allreduce, fit_overhead_bandwidth, predict_exposed
+
+SIZES = [2**10 * 4**k for k in range(11)]  # 1 KiB ... 1 GiB
+
+
+def sweep(times_s, backend="nccl", world=2) -> pd.DataFrame:
+    return pd.DataFrame({"backend": backend, "world_size": world, "bytes": SIZES[:len(times_s)],
+                         "median_ms": [t * 1e3 for t in times_s], "status": "ok"})
 
 
 def test_fit_recovers_overhead_and_bandwidth():
-    o, w = 50e-6, 100e9
-    sizes = [2**20, 10 * 2**20, 100 * 2**20, 2**30]
-    fitted_o, fitted_w = fit_overhead_bandwidth(sizes, [o + s / w for s in sizes])
-    assert fitted_o == pytest.approx(o, rel=1e-6)
-    assert fitted_w == pytest.approx(w, rel=1e-9)
+    o, w = 20e-6, 150e9
+    fitted_o, fitted_w, r2 = fit_overhead_bandwidth(SIZES, [o + s / w for s in SIZES])
+    assert fitted_o == pytest.approx(o, rel=1e-6) and fitted_w == pytest.approx(w, rel=1e-6) and r2 == pytest.approx(1)
+    fit = fit_allreduce(sweep([o + s / w for s in SIZES])).iloc[0]
+    assert fit["status"] == "ok" and fit["overhead_us"] == pytest.approx(20) and fit["bandwidth_gbps"] == pytest.approx(150)
 
 
-def test_overhead_formula_and_its_minimum():
-    s, o, w = 8e9, 30e-6, 150e9
-    # hand-computed: 4 buckets -> s/(4w) + 4o
-    assert ddp_overhead(s / 4, s, o, w) == pytest.approx(s / (4 * w) + 4 * o)
-    best = optimal_bucket_bytes(s, o, w)
-    assert best == pytest.approx(math.sqrt(s * w * o))
-    assert ddp_overhead(best, s, o, w) == pytest.approx(2 * math.sqrt(s * o / w))
-    for factor in (0.5, 2.0):  # any other bucket size costs more
-        assert ddp_overhead(best * factor, s, o, w) > ddp_overhead(best, s, o, w)
-    assert optimal_bucket_bytes(1e3, 1.0, 1e9) == 1e3  # never more than one bucket's worth
+def test_fit_refuses_a_negative_overhead():
+    # exactly (bytes - 512) / w: a perfect line whose intercept is below zero
+    times = [(s - 512) / 1e10 for s in SIZES]
+    fit = fit_allreduce(sweep(times)).iloc[0]
+    assert fit["status"] == "refused" and "negative per-call overhead" in fit["note"]
+
+
+def test_fit_refuses_a_poor_r2():
+    # scattered around 1 ms whatever the size, then one large size: no single o + bytes / w describes it
+    times = [1e-3 * (1 + 0.5 * math.sin(k)) for k in range(10)] + [1e-3 + SIZES[-1] / 1e11]
+    fit = fit_allreduce(sweep(times)).iloc[0]
+    assert fit["status"] == "refused" and "R²" in fit["note"]
+
+
+def test_fit_refuses_too_few_sizes():
+    assert fit_allreduce(sweep([1e-5, 2e-5])).iloc[0]["status"] == "refused"
+
+
+class Toy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(100, 100)  # 40,000 + 400 bytes
+        self.b = nn.Linear(100, 300)  # 120,000 + 1,200 bytes
+        self.c = nn.Linear(300, 10, bias=False)  # 12,000 bytes
+
+
+@pytest.mark.parametrize("bucket_mb", [None, 0.0, 0.05, 0.12, 1.0])
+def test_bucket_partition_equals_ddp_bucketeds(bucket_mb):
+    params = [p for p in Toy().parameters()]
+    expected = [sum(p.numel() * 4 for p in bucket) for bucket in make_buckets(params, bucket_mb)]
+    assert bucket_bytes([p.numel() * 4 for p in params], bucket_mb) == expected
+
+
+def test_predicted_exposed_communication():
+    sizes, o, w, backward = [400, 400, 400, 400], 1.0, 100.0, 8.0  # 4 s of transfer per parameter, 1 s overhead
+    assert predict_exposed("naive", sizes, backward, o, w) == pytest.approx(4 * 5)
+    assert predict_exposed("flat", sizes, backward, o, w) == pytest.approx(1 + 16)
+    # one bucket per parameter, ready at 2, 4, 6, 8 s; each takes 5 s: ends at 7, 12, 17, 22 -> 14 s after backward
+    assert predict_exposed("individual", sizes, backward, o, w) == pytest.approx(14)
+    # two buckets of 800 bytes (limit 800 B), ready at 4 and 8 s; each takes 9 s: ends at 13, 22
+    assert predict_exposed(f"bucketed-{800 / 2**20}", sizes, backward, o, w) == pytest.approx(14)
+    # one bucket: ready at 8, ends at 8 + 17
+    assert predict_exposed("bucketed-1", sizes, backward, o, w) == pytest.approx(17)

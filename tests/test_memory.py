@@ -3,9 +3,10 @@
 import pandas as pd
 import pytest
 
-from lmperf.memory_trace import events_before, events_from_snapshot, largest_allocations, live_bytes, our_frame
-from lmperf.report.memory_figures import timeline
+from lmperf.memory_trace import (at_peak, attribute, events_before, events_from_snapshot, largest_allocations, live_bytes,
+                                 our_frame, timeline_series)
 from lmperf.model import model_config
+from lmperf.report.memory_figures import timeline
 from lmperf.studies import memory
 
 MiB = 2**20
@@ -41,6 +42,7 @@ def test_snapshot_events_live_memory_and_largest_allocations(snapshot):
     top = largest_allocations(events)
     assert list(top["size_mib"][:3]) == [16.0, 8.0, 2.0]  # 23 allocations: the top 10% are the 3 largest
     assert top["frame"][0] == "lmperf/model/transformer.py:42:step"
+    assert "what" in top  # empty until attributed
 
 
 def test_innermost_frame_of_our_code():
@@ -48,26 +50,68 @@ def test_innermost_frame_of_our_code():
     assert our_frame([{"filename": "/torch/x.py", "line": 1, "name": "f"}]) == ""
 
 
-def test_timeline_png_from_a_snapshot(snapshot, tmp_path):
-    phases = pd.DataFrame({"phase": ["model built", "after forward"], "trace_position": [2, 4]})
-    timeline(events_from_snapshot(snapshot), phases, tmp_path / "t.png", title="fixture")
+def test_shape_rules_name_allocations_without_a_frame():
+    """A hand-made trace of one train step: weights built, activations in forward, frame-less blocks
+    in backward (a gradient, 8-byte logits, fp32 scores), AdamW state in the optimizer step."""
+    cfg = model_config("small", 512)
+    batch, ctx = 4, 512
+    weight = (cfg.d_model, cfg.d_model)
+    logits8 = batch * ctx * cfg.vocab_size * 8
+    scores4 = -(-batch * cfg.num_heads * ctx * ctx * 4 // 512) * 512
+    sizes = [cfg.d_model * cfg.d_model * 4, batch * ctx * cfg.d_model * 4, cfg.d_model * cfg.d_model * 4, logits8,
+             scores4, cfg.d_model * cfg.d_model * 4, 4096 * 7]
+    trace = [{"action": "alloc", "addr": i, "size": n, "frames": []} for i, n in enumerate(sizes)]
+    events = events_from_snapshot({"device_traces": [trace]})
+    phases = pd.DataFrame({"phase": ["model built", "step 1: after forward", "step 1: after backward",
+                                     "step 1: after optimizer step"], "trace_position": [1, 2, 5, 7]})
+    named = attribute(events, phases, cfg, batch, ctx, [weight], "fp32")
+    assert list(named["what"][:6]) == [
+        "weight", "residual stream, q, k, v (B·T·d) fp32", "gradient", "logits (B·T·V) int64",
+        "attention scores/probabilities (B·H·T·T) fp32", "optimizer state (first step: AdamW creates m and v)"]
+    assert named["what"].iloc[6] == ""  # no rule knows 28,672 bytes here
+    assert list(named["category"][:6]) == ["weights", "activations and temporaries", "gradients",
+                                           "activations and temporaries", "activations and temporaries", "optimizer state"]
+    peak = at_peak(named, 1)
+    assert peak["trace_peak_bytes"] == sum(sizes) and peak["gradients"] == sizes[2] and peak["weights"] == sizes[0]
+    top = largest_allocations(named)
+    assert top["what"].iloc[0] == "logits (B·T·V) int64"
+
+
+def test_timeline_png_from_the_csv_series(snapshot, tmp_path):
+    events = events_from_snapshot(snapshot)
+    phases = pd.DataFrame({"phase": ["model built", "step 1: after forward"], "trace_position": [2, 4],
+                           "stage": ["build", "forward"]})
+    series = timeline_series(attribute(events, phases, model_config("nano", 16), 2, 16, [(8, 8)], "fp32"))
+    assert series.drop(columns=["event", "step"]).sum(axis=1).max() == pytest.approx(26)  # MiB, the trace's peak
+    timeline(series, phases, tmp_path / "t.png", title="fixture")
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cpu_fallback_records_a_train_step(tmp_path):
+def test_cpu_fallback_records_the_first_and_the_steady_step(tmp_path):
     out = tmp_path / "fp32-train_step-ctx32.csv"
     memory.main(["--size", "nano", "--context-length", "32", "--mode", "train_step", "--device", "cpu",
-                 "--out", str(out)])
-    row = pd.read_csv(out).iloc[0]
-    assert row["profiler"] == "torch_profiler" and row["status"] == "ok"
-    assert row["residual_stream_mib"] == pytest.approx(memory.BATCH * 32 * model_config("nano", 32).d_model * 4 / MiB)
-    assert row["residual_stream_seen"]  # the residual stream's exact size appears among the allocations
-    assert row["model_built_mib"] < row["after_forward_mib"] <= row["trace_peak_mib"]
+                 "--steps", "3", "--out", str(out)])
+    rows = pd.read_csv(out).set_index("state")
+    assert list(rows.index) == ["first", "steady"] and list(rows["step"]) == [1, 3]
+    assert (rows["profiler"] == "torch_profiler").all() and (rows["status"] == "ok").all()
+    first = rows.loc["first"]
+    assert first["residual_stream_mib"] == pytest.approx(memory.BATCH * 32 * model_config("nano", 32).d_model * 4 / MiB)
+    assert first["residual_stream_seen"]  # the residual stream's exact size appears among the allocations
+    assert first["model_built_mib"] < first["after_forward_mib"] <= first["trace_peak_mib"]
+    # AdamW's state exists from the second step on: the steady step ends its forward higher than the first did
+    assert rows.loc["steady", "after_forward_mib"] > first["after_forward_mib"]
     phases = pd.read_csv(tmp_path / "fp32-train_step-ctx32-phases.csv")
-    assert list(phases["phase"]) == ["model built", "after forward", "after backward", "after optimizer step"]
-    assert phases["trace_position"].is_monotonic_increasing
+    assert list(phases["phase"][:4]) == ["model built", "step 1: after forward", "step 1: after backward",
+                                         "step 1: after optimizer step"]
+    assert len(phases) == 1 + 3 * 3 and phases["trace_position"].is_monotonic_increasing
     assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-allocations.csv")) > 0
-    assert (tmp_path / "fp32-train_step-ctx32.png").exists() and (tmp_path / "fp32-train_step-ctx32.html").exists()
+    assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-timeline.csv")) > 0
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob("*.html"))  # data only
+
+
+def test_one_step_is_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        memory.main(["--size", "nano", "--steps", "1", "--device", "cpu", "--out", str(tmp_path / "x.csv")])
 
 
 def test_phase_boundaries_count_allocs_and_frees_only(snapshot):

@@ -89,10 +89,17 @@ def test_report_tables_are_the_csvs(smoke_run):
 
     assert "did not run on" in report.split("## FlashAttention", 1)[1]  # GPU-only benchmarks, skipped on a CPU
 
-    allreduce = pd.read_csv(smoke_run / "results/allreduce.csv").set_index(["world_size", "size_mb"])
-    for backend, _device, ranks, size, mean, *_ in markdown_tables(report, "### All-reduce sweep"):
+    allreduce = pd.read_csv(smoke_run / "results/allreduce.csv").set_index(["world_size", "bytes"])
+    swept = markdown_tables(report, "### All-reduce sweep")
+    assert len(swept) == len(allreduce)
+    for backend, ranks, size, median, *_ in swept:
+        value, unit = size.split()
+        nbytes = round(float(value) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit])
         assert backend == "gloo"
-        assert float(mean) == pytest.approx(allreduce.loc[(int(ranks), float(size)), "mean_ms"], abs=0.0005)
+        assert float(median.split()[0]) == pytest.approx(allreduce.loc[(int(ranks), nbytes), "median_ms"], abs=0.00005)
+        assert allreduce.loc[(int(ranks), nbytes), "iters"] >= 100
+    fits = pd.read_csv(smoke_run / "results/comm_fit.csv")
+    assert len(markdown_tables(report, "### Fit of time")) == len(fits) == 2
 
     sweep = pd.read_csv(smoke_run / "results/attention.csv").set_index(["compile", "d", "seq"])
     attention_rows = markdown_tables(report, "## Attention at scale")
@@ -104,9 +111,9 @@ def test_report_tables_are_the_csvs(smoke_run):
 
     ddp = pd.read_csv(smoke_run / "results/ddp_train.csv").set_index("variant")
     ddp_rows = markdown_tables(report, "### Global batch 4")
-    assert [r[0] for r in ddp_rows] == list(ddp.index) and (ddp["backend"] == "gloo").all()
+    assert sorted(r[0] for r in ddp_rows) == sorted(ddp.index) and (ddp["backend"] == "gloo").all()
     for variant, step, *_ in ddp_rows:
-        assert float(step) == pytest.approx(ddp.loc[variant, "step_ms"], abs=0.005)
+        assert float(step.split()[0]) == pytest.approx(ddp.loc[variant, "median_ms"], abs=0.005)
     assert "Not measured: memory accounting needs CUDA allocator stats" in report
 
     timing = pd.read_csv(smoke_run / "results/profile_timing.csv").set_index("mode")
@@ -114,9 +121,12 @@ def test_report_tables_are_the_csvs(smoke_run):
     assert float(profiled) == pytest.approx(timing.loc["forward", "profiler_forward_ms"], abs=0.005)
     assert e2e_launched == "—"  # the smoke grid profiles nano at context 32, a point the e2e grid does not time
 
-    memory = pd.read_csv(smoke_run / "results/memory.csv").set_index(["mode", "precision", "context_length"])
-    for mode, precision, ctx, peak, *_ in markdown_tables(report, "## Memory"):
-        assert float(peak) == pytest.approx(memory.loc[(mode, precision, int(ctx)), "trace_peak_mib"], abs=0.05)
+    memory = pd.read_csv(smoke_run / "results/memory.csv").set_index(["mode", "precision", "context_length", "state"])
+    shown = markdown_tables(report, "## Memory")
+    assert len(shown) == len(memory) == 2 * 2 * 1 * 2  # modes x precisions x contexts x (first, steady)
+    for mode, precision, ctx, step, peak, *_ in shown:
+        state = step.split()[0]
+        assert float(peak) == pytest.approx(memory.loc[(mode, precision, int(ctx), state), "trace_peak_mib"], abs=0.05)
 
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_run / "report" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -132,7 +142,8 @@ def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
     touch_source(run / "src/lmperf/model/transformer.py")
     jobs = dry_run(run, "--config", "grid=smoke")
     assert jobs == {"e2e": 8, "warmup": 16, "profile": 2, "memory": 4, "ddp_train": 1, "ddp_sharding": 1,
-                    "ddp_timeline": 1, "aggregate": 7, "e2e_figures": 1, "ddp_figures": 1, "report": 1}
+                    "ddp_timeline": 1, "aggregate": 7, "e2e_figures": 1, "ddp_figures": 1, "memory_figure": 4,
+                    "report": 1}
     assert "precision" not in jobs and "flash_sweep" not in jobs  # need no model
 
 
@@ -166,7 +177,8 @@ def test_full_grid_dag(tmp_path):
     assert jobs == {"e2e": 20, "warmup": 40, "precision": 3, "flash_leaderboard": 1, "flash_sweep": 8,
                     "allreduce": 6, "attention_sweep": 8, "ddp_train": 2, "ddp_sharding": 1, "ddp_timeline": 1,
                     "memory": 12, "profile": 40, "aggregate": 10, "e2e_figures": 1, "flash_figures": 1,
-                    "comm_figures": 1, "attention_figures": 1, "ddp_figures": 1, "report": 1}
+                    "comm_figures": 1, "comm_fit": 1, "attention_figures": 1, "ddp_figures": 1, "memory_figure": 12,
+                    "report": 1}
 
 
 def test_slurm_profile_dry_run(tmp_path):

@@ -1,6 +1,6 @@
-# Communication: the all-reduce sweep, one target per (backend, world size), launched with torchrun.
-# The process count comes from the config (the target name), never from Snakemake's resources,
-# which a local run may scale down.
+# Communication: the all-reduce sweep, one target per (backend, world size), launched with torchrun,
+# and the fit of time = o + bytes/w to it. The process count comes from the config (the target
+# name), never from Snakemake's resources, which a local run may scale down.
 
 ALLREDUCE = GRID["allreduce"]
 ALLREDUCE_TARGETS = [
@@ -12,7 +12,7 @@ ALLREDUCE_TARGETS = [
 
 rule allreduce:
     input:
-        code("measure", "studies/allreduce.py"),
+        code("measure", "distributed", "studies/allreduce.py"),
     output:
         "results/allreduce/{backend}-n{world}.csv",
     log:
@@ -21,15 +21,30 @@ rule allreduce:
         backend="gloo|nccl",
         world=r"\d+",
     params:
-        sizes_mb=",".join(map(str, ALLREDUCE["sizes_mb"])),
+        min_bytes=ALLREDUCE["min_bytes"],
+        max_bytes=lambda wc: ALLREDUCE["max_bytes"] if wc.backend == "nccl" else ALLREDUCE["gloo_max_bytes"],
+        step_factor=ALLREDUCE["step_factor"],
         warmup=ALLREDUCE["warmup"],
         iters=ALLREDUCE["iters"],
     resources:
         gpu=lambda wc: int(wc.world) if wc.backend == "nccl" else 1,
     shell:
         "{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={wildcards.world}"
-        " -m lmperf.studies.allreduce --backend {wildcards.backend} --sizes-mb {params.sizes_mb}"
+        " -m lmperf.studies.allreduce --backend {wildcards.backend} --min-bytes {params.min_bytes}"
+        " --max-bytes {params.max_bytes} --step-factor {params.step_factor}"
         " --warmup {params.warmup} --iters {params.iters} --out {output} > {log} 2>&1"
+
+
+rule comm_fit:
+    input:
+        allreduce="results/allreduce.csv",
+        code=code("distributed/bucket_model.py", "distributed/ddp.py", "measure/rows.py"),
+    output:
+        "results/comm_fit.csv",
+    log:
+        "logs/comm_fit.log",
+    shell:
+        "{PYTHON} -m lmperf.distributed.bucket_model --allreduce {input.allreduce} --out {output} > {log} 2>&1"
 
 
 # Data-parallel training: the DDP variants side by side, optimizer state sharding, a kernel timeline.
@@ -37,10 +52,21 @@ rule allreduce:
 # gloo on CPU processes (the smoke grid's tiny model), and the rows say which backend ran.
 DDP = GRID["ddp"]
 DDP_TRAIN_TARGETS = expand("results/ddp/train-b{batch}.csv", batch=DDP["global_batches"])
-DDP_CODE = code("distributed", "measure", "model", "training.py", "attention/__init__.py", "attention/naive.py", "studies/ddp.py")
-DDP_ARGS = (f"--size {DDP['size']} --context-length {DDP['context_length']} --warmup {DDP['warmup']}"
-            f" --steps {DDP['steps']}")
-TORCHRUN = f"{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={DDP['world_size']} -m lmperf.studies.ddp"
+DDP_CODE = code("distributed", "measure", "model", "training.py", "attention/__init__.py", "attention/naive.py",
+                "studies/ddp.py", "ranges.py")
+DDP_PARAMS = {
+    "world": DDP["world_size"],
+    "size": DDP["size"],
+    "ctx": DDP["context_length"],
+    "warmup": DDP["warmup"],
+    "steps": DDP["steps"],
+    "max_seconds": DDP["max_seconds"],
+}
+TORCHRUN = "{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp"
+DDP_ARGS = (
+    "--size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
+    " --max-seconds {params.max_seconds}"
+)
 
 
 rule ddp_train:
@@ -53,11 +79,12 @@ rule ddp_train:
     wildcard_constraints:
         batch=r"\d+",
     params:
+        **DDP_PARAMS,
         variants=",".join(DDP["variants"]),
     resources:
         gpu=DDP["world_size"],
     shell:
-        "{TORCHRUN} train {DDP_ARGS} --global-batch {wildcards.batch} --variants {params.variants}"
+        TORCHRUN + " train " + DDP_ARGS + " --global-batch {wildcards.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"
 
 
@@ -69,11 +96,12 @@ rule ddp_sharding:
     log:
         "logs/ddp/sharding.log",
     params:
+        **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
     resources:
         gpu=DDP["world_size"],
     shell:
-        "{TORCHRUN} sharding {DDP_ARGS} --global-batch {params.batch} --out {output} > {log} 2>&1"
+        TORCHRUN + " sharding " + DDP_ARGS + " --global-batch {params.batch} --out {output} > {log} 2>&1"
 
 
 rule ddp_timeline:
@@ -84,10 +112,11 @@ rule ddp_timeline:
     log:
         "logs/ddp/timeline.log",
     params:
+        **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     resources:
         gpu=DDP["world_size"],
     shell:
-        "{TORCHRUN} timeline {DDP_ARGS} --global-batch {params.batch} --variants {params.variants}"
+        TORCHRUN + " timeline " + DDP_ARGS + " --global-batch {params.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"

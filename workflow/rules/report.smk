@@ -114,9 +114,11 @@ rule report:
         leaderboard="results/flash/leaderboard.csv",
         flash_sweep="results/flash_sweep.csv",
         allreduce="results/allreduce.csv",
+        comm_fit="results/comm_fit.csv",
         attention="results/attention.csv",
         ddp_train="results/ddp_train.csv",
         ddp_sharding="results/ddp/sharding.csv",
+        ddp_timeline="results/ddp/timeline.csv",
         **MEMORY_REPORT_INPUTS,
         **PROFILE_REPORT_INPUTS,
         figures=E2E_FIGURES + expand("report/figures/{name}.png",
@@ -125,7 +127,7 @@ rule report:
                   "measure/stats.py", "measure/flops.py",
                   "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
                   "report/attention_section.py", "report/ddp_section.py", "report/memory_section.py", "report/profile_section.py",
-                  "distributed/bucket_model.py", "distributed/accounting.py"),
+                  "distributed/bucket_model.py", "distributed/accounting.py", "distributed/ddp.py", "model"),
     output:
         "report/final.md",
     log:

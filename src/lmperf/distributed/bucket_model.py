@@ -1,34 +1,122 @@
-"""A cost model of bucketed DDP, fitted from the all-reduce sweep.
+"""A cost model of data-parallel gradient synchronization, fitted from the all-reduce sweep.
 
-An all-reduce of b bytes takes o + b / w: a fixed per-call overhead o and an algorithm bandwidth w.
-Split s gradient bytes into n_b equal buckets and assume, as the CS336 handout does, that computing
-a bucket's gradients takes as long as moving its data (c = s / (n_b w)). Bucket i is ready at i c;
-its all-reduce takes o + c > c, so the calls queue and the last one ends at c + n_b (o + c), while
-backward ends at n_b c. The time added after backward is therefore
+An all-reduce of b bytes takes o + b / w: a fixed per-call overhead o and an algorithm bandwidth
+w, fitted to the sweep's medians (``fit_allreduce``). The sweep spans six decades of size, so the
+fit minimizes relative error (weights 1/t²), and it is refused, with the reason, where it is not
+physical (o < 0) or does not describe the data (weighted R² < MIN_R2).
 
-    overhead(n_b) = s / (n_b w) + n_b o,
+From (o, w), the exposed communication of each DDP variant (the time it adds to a step beyond
+compute) is predicted at parameter granularity (``predict_exposed``): buckets are formed exactly
+as DDPBucketed forms them (``lmperf.distributed.ddp.make_buckets``, reverse parameter order);
+backward produces gradient bytes at a steady rate over the measured backward time, so a bucket is
+ready when its last parameter's gradient is; all-reduces run one after another on one stream.
 
-smallest at n_b = sqrt(s / (w o)), i.e. a bucket size b* = s / n_b = sqrt(s w o), where the
-overhead is 2 sqrt(s o / w).
+    python -m lmperf.distributed.bucket_model --allreduce results/allreduce.csv --out results/comm_fit.csv
 """
 
-import math
+import argparse
 
 import numpy as np
+import pandas as pd
+
+from lmperf.distributed.ddp import make_buckets
+from lmperf.measure.rows import write_csv_atomic
+
+MIN_R2 = 0.95
+FIT_COLUMNS = ["backend", "world_size", "overhead_us", "bandwidth_gbps", "r2", "sizes", "status", "note"]
 
 
-def fit_overhead_bandwidth(nbytes, seconds) -> tuple[float, float]:
-    """Least-squares fit of seconds = o + nbytes / w; returns (o in seconds, w in bytes/second)."""
-    slope, intercept = np.polyfit(np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float), 1)
-    return float(intercept), float(1.0 / slope)
+def fit_overhead_bandwidth(nbytes, seconds) -> tuple[float, float, float]:
+    """Fit seconds = o + nbytes / w minimizing relative residuals; returns (o s, w bytes/s, weighted R²)."""
+    x, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
+    weights = 1 / t**2
+    design = np.stack([np.ones_like(x), x], axis=1)
+    sw = np.sqrt(weights)
+    (o, slope), *_ = np.linalg.lstsq(design * sw[:, None], t * sw, rcond=None)
+    residual = t - (o + slope * x)
+    mean = np.sum(weights * t) / np.sum(weights)
+    r2 = 1 - np.sum(weights * residual**2) / np.sum(weights * (t - mean) ** 2)
+    return float(o), float(1 / slope) if slope > 0 else float("inf"), float(r2)
 
 
-def ddp_overhead(bucket_bytes: float, total_bytes: float, o: float, w: float) -> float:
-    """Seconds added after backward with buckets of bucket_bytes (n_b = s / b, not rounded)."""
-    n_buckets = max(1.0, total_bytes / bucket_bytes)
-    return total_bytes / (n_buckets * w) + n_buckets * o
+def fit_allreduce(allreduce: pd.DataFrame) -> pd.DataFrame:
+    """One fit per (backend, world size) on the median times; status 'ok' or 'refused' with the reason."""
+    rows = []
+    measured = allreduce[allreduce["status"] == "ok"]
+    for (backend, world), group in measured.groupby(["backend", "world_size"]):
+        row = {"backend": backend, "world_size": int(world), "sizes": int(group["bytes"].nunique())}
+        if row["sizes"] < 3:
+            rows.append({**row, "status": "refused", "note": f"{row['sizes']} sizes: a line through them proves nothing"})
+            continue
+        o, w, r2 = fit_overhead_bandwidth(group["bytes"], group["median_ms"] / 1e3)
+        row.update(overhead_us=o * 1e6, bandwidth_gbps=w / 1e9, r2=r2, status="ok", note="")
+        if o < 0:
+            row.update(status="refused", note=f"negative per-call overhead ({o * 1e6:.1f} µs): not physical")
+        elif not w > 0 or not np.isfinite(w):
+            row.update(status="refused", note="time does not grow with size: no bandwidth to fit")
+        elif r2 < MIN_R2:
+            row.update(status="refused", note=f"R² {r2:.3f} < {MIN_R2}: o + bytes/w does not describe these sizes")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
-def optimal_bucket_bytes(total_bytes: float, o: float, w: float) -> float:
-    """b* = sqrt(s w o), capped at s (one bucket)."""
-    return min(total_bytes, math.sqrt(total_bytes * w * o))
+def bucket_bytes(parameter_bytes: list[int], bucket_size_mb: float | None) -> list[int]:
+    """Bytes per bucket, formed by make_buckets from parameters of these sizes (in parameter order)."""
+    stand_ins = [_Sized(n) for n in parameter_bytes]
+    return [sum(p.nbytes for p in bucket) for bucket in make_buckets(stand_ins, bucket_size_mb)]
+
+
+class _Sized:
+    """A parameter as make_buckets sees it: numel() and element_size() only."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+    def numel(self) -> int:
+        return self.nbytes
+
+    def element_size(self) -> int:
+        return 1
+
+
+def serial_exposed(ready_s: list[float], sizes: list[int], backward_s: float, o: float, w: float) -> float:
+    """Seconds from the end of backward until the last of these all-reduces ends, each started when
+    its bucket is ready and the previous one has ended."""
+    end = 0.0
+    for ready, nbytes in zip(ready_s, sizes):
+        end = max(end, ready) + o + nbytes / w
+    return max(0.0, end - backward_s)
+
+
+def predict_exposed(variant: str, parameter_bytes: list[int], backward_s: float, o: float, w: float) -> float:
+    """Predicted exposed communication (seconds) of a DDP variant (lmperf.studies.ddp's names)."""
+    total = sum(parameter_bytes)
+    if variant == "naive":  # one blocking all-reduce per parameter, all after backward
+        return sum(o + n / w for n in parameter_bytes)
+    if variant == "flat":  # one all-reduce of everything after backward
+        return o + total / w
+    bucket_mb = {"individual": 0.0}.get(variant)
+    if bucket_mb is None and variant.startswith("bucketed-"):
+        bucket_mb = float(variant.split("-", 1)[1])
+    if bucket_mb is None:
+        raise ValueError(f"no model for variant {variant!r}")
+    sizes = bucket_bytes(parameter_bytes, bucket_mb)
+    done, ready = 0, []
+    for nbytes in sizes:  # reverse order: backward makes the last parameters' gradients first
+        done += nbytes
+        ready.append(backward_s * done / total)
+    return serial_exposed(ready, sizes, backward_s, o, w)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--allreduce", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    fits = fit_allreduce(pd.read_csv(args.allreduce))
+    write_csv_atomic(fits, args.out)
+    print(fits.to_string(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,12 +4,13 @@ environment fingerprint and atomic result rows."""
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_hbm_tbps, peak_tflops, step_flops
 from lmperf.measure.rows import write_csv_atomic, write_rows
-from lmperf.measure.stats import median_ci, ratio_ci, summarize_ms
-from lmperf.measure.timing import (Budget, GraphUnavailable, capture_graph, free_memory, measure, resolve_device,
-                                   synchronize, time_once)
+from lmperf.measure.stats import difference_ci, median_ci, ratio_ci, resolved, summarize_ms
+from lmperf.measure.timing import (Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure,
+                                   resolve_device, synchronize, time_once)
 
 __all__ = [
-    "Budget", "GraphUnavailable", "capture_graph", "fingerprint", "free_memory", "measure", "median_ci",
-    "peak_hbm_tbps", "peak_tflops", "ratio_ci", "resolve_device", "step_flops", "summarize_ms", "synchronize",
+    "Budget", "GraphUnavailable", "PhaseClock", "capture_graph", "difference_ci", "fingerprint", "free_memory",
+    "measure", "median_ci", "peak_hbm_tbps", "peak_tflops", "ratio_ci", "resolve_device", "resolved", "step_flops",
+    "summarize_ms", "synchronize",
     "time_once", "write_csv_atomic", "write_rows",
 ]

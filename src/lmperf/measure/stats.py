@@ -13,11 +13,13 @@ CONFIDENCE = 0.95
 RESAMPLES = 2000
 
 
-def _bootstrap(statistic, samples: list[np.ndarray], confidence: float, resamples: int, seed: int) -> tuple[float, float]:
-    """Percentile CI of ``statistic(*resampled)``: equal-length samples are resampled by the same
-    indices (paired: round i of an interleaved run stays together), others independently."""
+def _bootstrap(statistic, samples: list[np.ndarray], confidence: float, resamples: int, seed: int,
+               paired: bool = True) -> tuple[float, float]:
+    """Percentile CI of ``statistic(*resampled)``: paired samples (round i of an interleaved run
+    stays together; they must be of equal length) are resampled by the same indices, others
+    independently."""
     rng = np.random.default_rng(seed)
-    paired = len({len(s) for s in samples}) == 1
+    paired = paired and len({len(s) for s in samples}) == 1
     if paired:
         idx = rng.integers(0, len(samples[0]), size=(resamples, len(samples[0])))
         draws = [s[idx] for s in samples]
@@ -37,17 +39,31 @@ def median_ci(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLE
     return _bootstrap(lambda d: np.median(d, axis=1), [x], confidence, resamples, seed)
 
 
-def ratio_ci(a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+def ratio_ci(a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0,
+             paired: bool = True) -> tuple[float, float, float]:
     """median(a) / median(b) and its bootstrap CI.
 
-    Samples of equal length are taken as interleaved rounds (A B A B ...) and resampled in pairs,
-    so a slow stretch of the run that hit both sides cancels in the ratio.
+    Paired samples of equal length are taken as interleaved rounds (A B A B ...) and resampled in
+    pairs, so a slow stretch of the run that hit both sides cancels in the ratio; ``paired=False``
+    for samples from separate runs.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("no samples")
-    low, high = _bootstrap(lambda x, y: np.median(x, axis=1) / np.median(y, axis=1), [a, b], confidence, resamples, seed)
+    low, high = _bootstrap(lambda x, y: np.median(x, axis=1) / np.median(y, axis=1), [a, b], confidence, resamples,
+                           seed, paired)
     return float(np.median(a) / np.median(b)), low, high
+
+
+def difference_ci(a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0,
+                  paired: bool = False) -> tuple[float, float, float]:
+    """median(a) - median(b) and its bootstrap CI (independent samples unless ``paired``)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("no samples")
+    low, high = _bootstrap(lambda x, y: np.median(x, axis=1) - np.median(y, axis=1), [a, b], confidence, resamples,
+                           seed, paired)
+    return float(np.median(a) - np.median(b)), low, high
 
 
 def resolved(low: float, high: float, null: float = 1.0) -> bool:

@@ -17,6 +17,7 @@ Python's garbage collector is paused while timing, as ``timeit`` does.
 import gc
 import timeit
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -97,14 +98,21 @@ class Timings:
 
 
 def measure(steps: dict[str, Step], device: torch.device, warmup_steps: int, budget: Budget,
-            before: Callable[[str], None] | None = None) -> dict[str, Timings]:
+            before: Callable[[str], None] | None = None,
+            settled: Callable[[dict[str, Timings]], bool] | None = None,
+            agree: Callable[[bool], bool] | None = None) -> dict[str, Timings]:
     """Warm up, then time ``steps`` in interleaved rounds until ``budget`` says stop.
 
     ``before(name)`` runs untimed before each call of step ``name`` (e.g. to swap the attention of a
-    shared model). A step that runs out of memory is dropped, its Timings carrying the error.
+    shared model). ``settled(timings)`` says when the steps measured so far suffice (default: every
+    median's CI is tight); it is asked after ~12% more steps each time, as the bootstrap costs far
+    more than a short step. ``agree(stop)`` turns this process's decision to stop into one that all
+    processes share: data-parallel ranks must run the same number of steps, or a collective hangs.
+    A step that runs out of memory is dropped, its Timings carrying the error.
     """
     timings = {name: Timings() for name in steps}
     live = dict(steps)
+    settled = settled or (lambda t: all(t[n].converged(budget) for n in live))
 
     def run(name: str, measured: bool) -> None:
         if before is not None:
@@ -136,17 +144,46 @@ def measure(steps: dict[str, Step], device: torch.device, warmup_steps: int, bud
             for name in list(live):
                 run(name, measured=True)
             counts = [len(timings[n].host_s) for n in live]
-            if not counts or max(counts) >= budget.max_steps:
-                break
-            done = min(counts)
-            if done >= budget.min_steps and (
-                    timeit.default_timer() - start > budget.max_seconds
-                    # the bootstrap costs far more than a short step: ask again after ~12% more steps
-                    or (done - budget.min_steps) % max(1, done // 8) == 0 and all(timings[n].converged(budget) for n in live)):
+            done = min(counts, default=0)
+            stop = not counts or max(counts) >= budget.max_steps or done >= budget.min_steps and (
+                timeit.default_timer() - start > budget.max_seconds
+                or (done - budget.min_steps) % max(1, done // 8) == 0 and settled(timings))
+            if agree is not None:
+                stop = agree(stop)
+            if stop:
                 break
     finally:
         gc.enable()
     return timings
+
+
+class PhaseClock:
+    """Times named phases of a step (``with clock("backward"): ...``): CUDA events on a GPU, read
+    after the run, so timing adds no synchronization; the host clock on a CPU. Pass ``clock`` as
+    lmperf.training.make_step's ``phase`` to time forward, backward and the optimizer step."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.samples = device, {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        if self.device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            self.samples.setdefault(name, []).append((start, end))
+        else:
+            start = timeit.default_timer()
+            yield
+            self.samples.setdefault(name, []).append(timeit.default_timer() - start)
+
+    def seconds(self, name: str, last: int | None = None) -> list[float]:
+        """The phase's times in seconds, the ``last`` ones only if given (the measured steps)."""
+        synchronize(self.device)
+        samples = self.samples.get(name, [])
+        samples = samples[len(samples) - last:] if last is not None else samples
+        return [s[0].elapsed_time(s[1]) / 1e3 if isinstance(s, tuple) else s for s in samples]
 
 
 class GraphUnavailable(Exception):

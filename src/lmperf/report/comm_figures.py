@@ -11,9 +11,10 @@ def busbw_vs_size(allreduce: pd.DataFrame, path) -> None:
     fig, axes = figure()
     ax = axes[0][0]
     for (backend, world), group in rows.groupby(["backend", "world_size"]):
-        group = group.sort_values("size_mb")
-        ax.plot(group["size_mb"], group["busbw_gbps"], marker="o", label=f"{backend}, {world} ranks")
-    ax.set(xscale="log", xlabel="tensor size (MB)", ylabel="bus bandwidth (GB/s)", title="All-reduce, float32")
+        group = group.sort_values("bytes")
+        ax.plot(group["bytes"], group["busbw_gbps"], marker="o", label=f"{backend}, {world} ranks")
+    ax.set(xscale="log", yscale="log", xlabel="tensor size (bytes)", ylabel="bus bandwidth from the median (GB/s)",
+           title="All-reduce, float32")
     if len(rows):
         ax.legend(fontsize=7)
     save(fig, path)

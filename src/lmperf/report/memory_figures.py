@@ -1,32 +1,49 @@
-"""The "Active memory timeline" of one recorded step, offline: live allocations stacked over the
-allocation trace, the frames that made the largest allocations in their own colours, phases shaded."""
+"""The "Active memory timeline" of one recorded run, from the memory study's CSVs: live memory along
+the allocation trace stacked by what it is (weights, optimizer state, gradients, activations and
+temporaries), phases shaded, one band per step.
+
+    python -m lmperf.report.memory_figures --timeline results/memory/fp32-train_step-ctx128-timeline.csv \\
+        --phases results/memory/fp32-train_step-ctx128-phases.csv --out report/figures/memory/fp32-train_step-ctx128.png
+"""
+
+import argparse
 
 import pandas as pd
 
-from lmperf.memory_trace import largest_allocations, live_by_frame
 from lmperf.report.style import figure, save
 
-TOP_FRAMES = 6
-PHASE_COLORS = ("#f2f2f2", "#e0ecf8", "#fdebd3", "#e5f5e0")
+STAGE_COLORS = {"build": "#f2f2f2", "forward": "#e0ecf8", "backward": "#fdebd3", "optimizer step": "#e5f5e0"}
+KEYS = ("event", "step", "mode", "precision", "context_length")
 
 
-def timeline(events: pd.DataFrame, phases: pd.DataFrame, path, title: str = "") -> None:
+def timeline(series: pd.DataFrame, phases: pd.DataFrame, path, title: str = "") -> None:
     fig, axes = figure(width=9.0, height=3.8)
     ax = axes[0][0]
-    frames = [f for f in largest_allocations(events)["frame"].drop_duplicates() if f][:TOP_FRAMES]
-    if events.loc[events["action"] == "free", "addr"].isna().any():
-        frames = []  # frees without addresses (torch.profiler) cannot be charged to a frame: total only
-    live = live_by_frame(events, frames).clip(lower=0) / 2**20
-    if len(live):
-        labels = [f.split("/", 1)[-1] for f in frames] + ["other"]
-        ax.stackplot(live.index, *[live[c] for c in live.columns], labels=labels, linewidth=0)
+    columns = [c for c in series.columns if c not in KEYS]
+    if len(series):
+        ax.stackplot(series["event"], *[series[c] for c in columns], labels=columns, linewidth=0)
         ax.legend(fontsize=6, loc="upper left")
     start = 0
-    for i, (phase, end) in enumerate(zip(phases["phase"], phases["trace_position"])):
+    for phase, end, stage in zip(phases["phase"], phases["trace_position"], phases["stage"]):
         end = int(end) if pd.notna(end) else start
-        ax.axvspan(start, end, color=PHASE_COLORS[i % len(PHASE_COLORS)], zorder=0)
-        ax.axvline(end, color="black", linewidth=0.6)
-        ax.annotate(phase, (end, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6, ha="right", va="top")
+        ax.axvspan(start, end, color=STAGE_COLORS.get(stage, "#ffffff"), zorder=0)
+        ax.axvline(end, color="black", linewidth=0.4)
+        if stage in ("build", "optimizer step") or phase == phases["phase"].iloc[-1]:
+            ax.annotate(phase, (end, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6, ha="right", va="top")
         start = end
     ax.set(xlabel="allocation trace (events)", ylabel="live memory (MiB)", title=title)
     save(fig, path)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--timeline", required=True)
+    p.add_argument("--phases", required=True)
+    p.add_argument("--title", default="")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    timeline(pd.read_csv(args.timeline), pd.read_csv(args.phases), args.out, args.title)
+
+
+if __name__ == "__main__":
+    main()

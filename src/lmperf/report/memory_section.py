@@ -1,106 +1,170 @@
-"""The report's "Memory" section: peaks and phase boundaries per recorded step, the largest
-allocations and their source, the residual stream found in the trace, and a computed budget."""
+"""The report's "Memory" section: the first step beside the steady state, peaks cross-checked
+against the e2e study, a computed budget of the steady-state peak, and the largest allocations
+named by what they are."""
 
 import pandas as pd
 
 from lmperf.report.markdown import num, ok, pct, table
 
-PHASES = ("model_built_mib", "after_forward_mib", "after_backward_mib", "after_optimizer_step_mib")
+STAGES = ("after_forward_mib", "after_backward_mib", "after_optimizer_step_mib")
+AT_PEAK = {"weights": "peak_weights_mib", "optimizer state": "peak_optimizer_mib", "gradients": "peak_gradients_mib",
+           "activations and temporaries": "peak_activations_mib"}
+E2E_AGREEMENT = 0.05  # the memory study's steady peak and the e2e study's, same point: within 5%
 
 
-def budget(row: pd.Series) -> dict:
-    """The peak of a first training step, modelled: the larger of (weights + the activations the
-    forward keeps, measured as memory after forward minus after construction) and (weights +
-    gradients + AdamW's two moments, 16 bytes a parameter in fp32, computed)."""
-    weights = 4 * row["params"] / 2**20
-    activations = row["after_forward_mib"] - row["model_built_mib"]
-    optimizer_phase = 16 * row["params"] / 2**20
-    peak = row["allocator_peak_mib"] if pd.notna(row.get("allocator_peak_mib")) else row["trace_peak_mib"]
-    return {"weights_mib": weights, "activations_mib": activations, "optimizer_phase_mib": optimizer_phase,
-            "budget_mib": max(weights + activations, optimizer_phase), "peak_mib": peak,
-            "peak_phase": "forward" if weights + activations > optimizer_phase else "optimizer step"}
+def peak(row) -> float:
+    """The allocator's peak where there is one (CUDA), else the trace's."""
+    return row["allocator_peak_mib"] if pd.notna(row.get("allocator_peak_mib")) else row["trace_peak_mib"]
 
 
-def _range(ratio: pd.Series) -> str:
-    low, high = pct(ratio.min(), 0), pct(ratio.max(), 0)
-    return low if low == high else f"{low}–{high}"
+def e2e_agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> pd.DataFrame:
+    """Steady-state peaks beside the e2e study's ``peak_mem_gib`` for the same point (eager, naive
+    attention, same size, precision, context and mode): two measurements from separate processes."""
+    steady = ok(memory)
+    steady = steady[steady["state"] == "steady"]
+    if e2e is None or steady.empty or "peak_mem_gib" not in e2e:
+        return pd.DataFrame()
+    other = ok(e2e)
+    other = other[(other["compile"] == "eager") & (other["attention"] == "naive")]
+    joined = steady.merge(other[["size", "precision", "context_length", "mode", "peak_mem_gib", "commit"]],
+                          on=["size", "precision", "context_length", "mode"], suffixes=("", "_e2e"))
+    joined["e2e_mib"] = joined["peak_mem_gib"] * 1024
+    joined["difference"] = joined["allocator_peak_mib"] / joined["e2e_mib"] - 1
+    return joined
 
 
-def render(memory: pd.DataFrame, allocations: pd.DataFrame) -> str:
+def render(memory: pd.DataFrame, allocations: pd.DataFrame, e2e: pd.DataFrame | None = None) -> str:
     out = ["## Memory", ""]
     rows = ok(memory)
     failed = memory[memory["status"] != "ok"]
     if rows.empty:
         return "\n".join(out + ["No memory step was recorded.", ""])
-    rows = rows.sort_values(["mode", "precision", "context_length"])
+    rows = rows.sort_values(["mode", "precision", "context_length", "step"])
     first = rows.iloc[0]
     profilers = ", ".join(sorted(rows["profiler"].unique()))
     out += [
-        f"{first['size']} model, batch {int(first['batch_size'])}, one step per row recorded by **{profilers}** on "
-        f"{first['device_name']}: the model is built, then one forward pass (`forward`, no autograd graph) or one "
-        "forward + backward + optimizer step (`train_step`). Memory in MiB; *trace* numbers come from the "
-        "recorded allocations, *allocator* from torch.cuda's statistics.", "",
+        f"{first['size']} model, batch {int(first['batch_size'])}, {int(first['steps'])} steps recorded back to back "
+        f"per row pair by **{profilers}** on {first['device_name']}: `forward` is inference (no autograd graph), "
+        "`train_step` forward + backward + optimizer step. The *first* step of a fresh model creates AdamW's state "
+        "after its backward; the *steady* row is the last step, when that state exists from the start. Memory in "
+        "MiB; *trace* numbers come from the recorded allocations, *allocator* from torch.cuda's peak statistics "
+        "(reset at each step's start).", "",
         table(pd.DataFrame({
             "mode": rows["mode"], "precision": rows["precision"], "context": rows["context_length"],
+            "step": rows["state"] + " (" + rows["step"].astype(int).astype(str) + ")",
             "trace peak": rows["trace_peak_mib"].map(lambda x: num(x, 1)),
             "allocator peak": rows["allocator_peak_mib"].map(lambda x: num(x, 1)),
             **{label: rows[col].map(lambda x: num(x, 1)) for label, col in
-               zip(("built", "after forward", "after backward", "after step"), PHASES) if col in rows},
+               zip(("after forward", "after backward", "after step"), STAGES) if col in rows},
         })), "",
     ]
     if len(failed):
         out += ["Did not fit: " + "; ".join(f"{r.mode} {r.precision} ctx {r.context_length} ({r.status})"
                                              for r in failed.itertuples()) + ".", ""]
+    out += _steady_vs_first(rows) + _precision_ratio(rows) + _agreement(memory, e2e) + _budget(rows)
+    out += _largest(rows, allocations)
+    out += ["Active memory timelines (live allocations stacked by what they are, phases shaded, all steps):", ""]
+    shown = rows.drop_duplicates(["mode", "precision", "context_length"])
+    out += [f"![{r.mode} {r.precision} ctx {r.context_length}](figures/memory/{r.precision}-{r.mode}-ctx{r.context_length}.png)"
+            for r in shown.itertuples()]
+    return "\n".join(out + [""])
 
-    for mode, group in rows.groupby("mode"):
+
+def _steady_vs_first(rows: pd.DataFrame) -> list[str]:
+    train = rows[rows["mode"] == "train_step"]
+    pivot = train.pivot_table(index=["precision", "context_length"], columns="state", values="trace_peak_mib")
+    if not {"first", "steady"} <= set(pivot.columns):
+        return []
+    change = (pivot["steady"] / pivot["first"] - 1).dropna()
+    if change.empty:
+        return []
+    return [f"- Train step, steady state against the first step: the peak changes by {pct(change.min())} to "
+            f"{pct(change.max())} over precisions and contexts. In the first step AdamW's m and v are created after "
+            "backward has freed the activations; from the second step on they are live through forward and "
+            "backward, on top of the activations.", ""]
+
+
+def _precision_ratio(rows: pd.DataFrame) -> list[str]:
+    out = []
+    steady = rows[rows["state"] == "steady"]
+    for mode, group in steady.groupby("mode"):
         by = group.pivot_table(index="context_length", columns="precision", values="trace_peak_mib")
         if {"fp32", "bf16"} <= set(by.columns):
             ratio = (by["bf16"] / by["fp32"]).dropna()
             if len(ratio):
-                why = ("Autocast only changes activations and their saved copies; weights, gradients and AdamW "
-                       "state stay fp32." if mode == "train_step" else
-                       "Without a backward pass only the live activations shrink.")
-                if ratio.max() > 1:
-                    ctx = ratio.idxmax()
-                    excess = by.loc[ctx, "bf16"] - by.loc[ctx, "fp32"]
-                    half_weights = group["params"].iloc[0] * 2 / 2**20
-                    why += (" Where bf16 needs more, it is autocast's cast cache: a bf16 copy of each weight, kept "
-                            f"until the autocast region ends, so copies of all weights are live at once (at context "
-                            f"{ctx} the excess is {num(excess, 1)} MiB against {num(half_weights, 1)} MiB of bf16 "
-                            "weights), more than the smaller activations save.")
-                out.append(f"- {mode}: the bf16 peak is {_range(ratio)} of the fp32 peak. {why}")
-    out.append("")
+                why = ("autocast shrinks the activations and their saved copies; weights, gradients and AdamW "
+                       "state stay fp32, and the cast cache adds a bf16 copy of each weight." if mode == "train_step"
+                       else "without a backward pass only the live activations shrink, and the cast cache adds "
+                       "a bf16 copy of each weight.")
+                out.append(f"- {mode}, steady state: the bf16 peak is {pct(ratio.min(), 0)}–{pct(ratio.max(), 0)} of "
+                           f"the fp32 peak over contexts {', '.join(map(str, ratio.index))}: {why}")
+    return out + [""] if out else []
 
-    residual = rows.drop_duplicates("context_length")
-    out += ["Residual stream, B × T × d_model × 4 bytes, and whether an allocation of exactly that size appears in "
-            "the trace:", "",
-            table(pd.DataFrame({"context": residual["context_length"],
-                                "residual stream (MiB)": residual["residual_stream_mib"].map(lambda x: num(x, 3)),
-                                "seen in trace": residual["residual_stream_seen"].map(lambda x: "yes" if x else "no")})), ""]
 
-    train = rows[(rows["mode"] == "train_step") & (rows["precision"] == "fp32")]
-    if len(train) and train[list(PHASES)].notna().all(axis=None):
-        row = train.sort_values("context_length").iloc[0]
-        b = budget(row)
-        error = b["budget_mib"] / b["peak_mib"] - 1
-        out += [f"Budget of the fp32 train step at context {int(row['context_length'])} "
-                f"({num(row['params'] / 1e6, 1)} M parameters): weights alone {num(b['weights_mib'], 1)} MiB plus "
-                f"{num(b['activations_mib'], 1)} MiB of activations kept by the forward (measured) at the end of the "
-                f"forward, against weights + gradients + AdamW state = 16 B a parameter = {num(b['optimizer_phase_mib'], 1)} MiB "
-                f"(computed) at the optimizer step. The larger, {num(b['budget_mib'], 1)} MiB at the {b['peak_phase']}, "
-                f"against the measured peak of {num(b['peak_mib'], 1)} MiB: {pct(error)} "
-                f"(bar: within 10%: **{'met' if abs(error) <= 0.10 else 'not met'}**).", ""]
+def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
+    joined = e2e_agreement(memory, e2e)
+    if joined.empty:
+        return ["The e2e study measured none of these points, so the steady-state peaks have no independent "
+                "cross-check in this run.", ""]
+    joined = joined.sort_values(["mode", "precision", "context_length"])
+    worst = joined["difference"].abs().max()
+    return [
+        "Cross-check: the steady-state allocator peak here against the e2e study's peak for the same point "
+        "(eager, naive attention; a separate process that ran warm-up steps and then one more step with the "
+        "peak statistics reset):", "",
+        table(pd.DataFrame({
+            "mode": joined["mode"], "precision": joined["precision"], "context": joined["context_length"],
+            "memory study (MiB)": joined["allocator_peak_mib"].map(lambda x: num(x, 1)),
+            "e2e study (MiB)": joined["e2e_mib"].map(lambda x: num(x, 1)),
+            "difference": joined["difference"].map(pct), "e2e commit": joined["commit_e2e"],
+        })), "",
+        f"- Largest difference {pct(worst)} (bar: within {pct(E2E_AGREEMENT, 0)}: "
+        f"**{'met' if worst <= E2E_AGREEMENT else 'not met'}**).", "",
+    ]
 
-    if len(allocations):
-        biggest = rows.sort_values("context_length").iloc[-1]
-        pick = allocations[(allocations["mode"] == biggest["mode"]) & (allocations["precision"] == biggest["precision"])
-                           & (allocations["context_length"] == biggest["context_length"])].head(10)
-        out += [f"Largest allocations (top 10% by size; first ten) of {biggest['mode']}, {biggest['precision']}, "
-                f"context {int(biggest['context_length'])}, with the innermost frame of our code (the op's name "
-                "where torch.profiler recorded it):", "",
-                table(pd.DataFrame({"size (MiB)": pick["size_mib"].map(lambda x: num(x, 2)),
-                                    "count": pick["count"], "made by": pick["frame"].fillna("— (no Python frame of ours)")})), ""]
-    out += ["Active memory timelines (stacked live allocations, largest sources coloured, phases shaded):", ""]
-    out += [f"![{r.mode} {r.precision} ctx {r.context_length}](figures/memory/{r.precision}-{r.mode}-ctx{r.context_length}.png)"
-            for r in rows.itertuples()]
-    return "\n".join(out + [""])
+
+def _budget(rows: pd.DataFrame) -> list[str]:
+    """The steady-state peak of the fp32 train step at the largest context, reconciled."""
+    train = rows[(rows["mode"] == "train_step") & (rows["precision"] == "fp32") & (rows["state"] == "steady")]
+    if train.empty or not set(AT_PEAK.values()) <= set(train.columns) or train[list(AT_PEAK.values())].isna().any(axis=None):
+        return []
+    row = train.sort_values("context_length").iloc[-1]
+    params = row["params"]
+    computed = {"weights": 4 * params / 2**20, "optimizer state": 8 * params / 2**20}
+    parts = {name: row[col] for name, col in AT_PEAK.items()}
+    total = sum(parts.values())
+    error = total / row["allocator_peak_mib"] - 1
+    lines = [
+        f"Budget of the steady-state fp32 train step at context {int(row['context_length'])} "
+        f"({num(params / 1e6, 1)} M parameters). At the step's peak (during {row['peak_stage']}), the live "
+        "allocations of the trace fall into:", "",
+        table(pd.DataFrame({
+            "part": list(parts), "live at the peak (MiB)": [num(v, 1) for v in parts.values()],
+            "computed (MiB)": [num(computed[p], 1) if p in computed else "—" for p in parts],
+            "how computed": ["4 B × parameters" if p == "weights" else "AdamW m and v: 8 B × parameters"
+                             if p == "optimizer state" else "—" for p in parts],
+        })), "",
+        f"- The parts sum to {num(total, 1)} MiB against the allocator's peak of {num(row['allocator_peak_mib'], 1)} "
+        f"MiB: {pct(error)}. Weights and optimizer state in the trace against their computed sizes: "
+        f"{pct(parts['weights'] / computed['weights'] - 1)} and "
+        f"{pct(parts['optimizer state'] / computed['optimizer state'] - 1)}.", "",
+    ]
+    return lines
+
+
+def _largest(rows: pd.DataFrame, allocations: pd.DataFrame) -> list[str]:
+    if allocations.empty:
+        return []
+    biggest = rows.sort_values(["context_length", "trace_peak_mib"]).iloc[-1]
+    pick = allocations[(allocations["mode"] == biggest["mode"]) & (allocations["precision"] == biggest["precision"])
+                       & (allocations["context_length"] == biggest["context_length"])].head(10)
+    unnamed = int((pick["what"].fillna("") == "").sum()) if "what" in pick else len(pick)
+    return [f"Largest allocations (top 10% by size; first ten) of {biggest['mode']}, {biggest['precision']}, "
+            f"context {int(biggest['context_length'])}, over all recorded steps. *What* is named by shape "
+            "(a size equal to the bytes of one tensor the step makes, at an element width) and, for "
+            "parameter-sized blocks, by the phase that made them; *made by* is the innermost frame of our code "
+            "(the op's name where torch.profiler recorded it):", "",
+            table(pd.DataFrame({"size (MiB)": pick["size_mib"].map(lambda x: num(x, 2)), "count": pick["count"],
+                                "what": pick["what"].fillna("").replace("", "— (no shape rule matches)"),
+                                "made by": pick["frame"].fillna("").replace("", "— (no Python frame of ours)")})), "",
+            f"- {len(pick) - unnamed} of these {len(pick)} are named.", ""]

@@ -44,12 +44,12 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
         (not_in_grid("Profiling", "profile.sizes") if "profile" in skip else
          profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)),
         (not_in_grid("Memory", "memory.context_lengths") if "memory" in skip else
-         memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"))),
+         memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"), e2e)),
         attention_section.render(read(results / "attention.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
-        comm_section.render(read(results / "allreduce.csv")),
+        comm_section.render(read(results / "allreduce.csv"), read(results / "comm_fit.csv")),
         ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv"),
-                           read(results / "allreduce.csv")),
+                           read(results / "comm_fit.csv"), read(results / "ddp" / "timeline.csv")),
     ]
     return "\n".join(head + sections)
 

@@ -1,5 +1,5 @@
-"""Data-parallel training on N ranks: step time and exposed communication per DDP variant, optimizer
-state sharding's memory, and a kernel timeline of naive vs overlapped DDP.
+"""Data-parallel training on N ranks: step time, backward time and exposed communication per DDP
+variant, optimizer state sharding's memory and time, and a kernel timeline of naive vs overlapped DDP.
 
 Run under torchrun, one process per rank (NCCL, one GPU each, where there are enough GPUs; gloo on
 CPU processes otherwise):
@@ -9,33 +9,41 @@ CPU processes otherwise):
     ... -m lmperf.studies.ddp sharding --size xl --global-batch 4 --out results/ddp/sharding.csv
     ... -m lmperf.studies.ddp timeline --size xl --global-batch 4 --out results/ddp/timeline.csv
 
-Every variant runs in the same process on a freshly built model with the same seed, so the rows
-compare like with like. ``local`` is the same step with no gradient synchronization at all: the
-compute-only baseline. A variant's exposed communication is its step time minus local's; for the
-naive variant, which overlaps nothing, that is its whole communication time, so
+**Train.** torch's DDP is the anchor. Each other variant (``local``, the same step with no gradient
+synchronization, is the compute-only baseline) runs on its own freshly built model (same seed)
+beside a torch DDP model built once, and the two steps are timed interleaved, A B A B, in one
+process: at least ``--steps`` rounds, then more until the paired CI of the ratio variant / torch DDP
+excludes 1 or ``--max-seconds`` are spent; all ranks stop together. A step's time is its slowest
+rank's. Per step, CUDA events time backward and the wait for the gradient all-reduce after it
+(``sync``), so "backward runs slower beside NCCL" is measured, not inferred. Rows carry every
+step's time, so the report can bootstrap any difference (exposed communication = step − local).
 
-    hidden fraction of variant v = 1 - exposed(v) / exposed(naive).
+**Sharding.** The train step with torch.optim.AdamW, unsharded and sharded (ShardedOptimizer), each
+adaptive: the step and the optimizer step alone with their CIs, the sharded optimizer's local update
+and its parameter broadcasts apart, and the allocator's memory at the handout's three points.
 
-``sync_ms`` is the CUDA-event time from the end of backward to the end of
-finish_gradient_synchronization(): what the step waits for after backward.
+**Timeline.** torch.profiler's CUDA kernel trace of one step per variant on rank 0, beside the
+same step's untraced median, so the figure can say what tracing costs.
 """
 
 import argparse
 import os
-import statistics
 from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
-from lmperf.measure import Budget, fingerprint, free_memory, measure, synchronize, time_once, write_rows
+from lmperf.distributed.ranks import all_agree, slowest_rank
+from lmperf.measure import (Budget, PhaseClock, fingerprint, free_memory, measure, ratio_ci, resolved, summarize_ms,
+                            synchronize, time_once, write_rows)
 from lmperf.model import count_parameters, make_optimizer
-from lmperf.ranges import profiled_range
-from lmperf.training import Phase, build_model, make_step
+from lmperf.training import build_model, make_step
 
 VARIANTS = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000",
             "torch_ddp")
+ANCHOR = "torch_ddp"
+PROFILER = "torch.profiler (CUDA activity)"
 
 
 def wrap(variant: str, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
@@ -67,164 +75,204 @@ class Batch:
         self.inputs, self.targets = mine[:, :-1].to(device), mine[:, 1:].to(device)
 
 
-def make_train_step(ddp: torch.nn.Module, optimizer, batch: Batch, device: torch.device, phase: Phase = profiled_range):
-    """lmperf.training's train step on ``ddp``, timing the wait for the gradient all-reduce after
-    backward; returns the step and the list its sync times go into."""
-    sync_s: list = []
-    finish = getattr(ddp, "finish_gradient_synchronization", None)
+class VariantStep:
+    """A fresh model (same seed every time) wrapped as ``variant``, its optimizer, and its train step
+    with a clock on backward and on the wait for gradient synchronization after it."""
 
-    def timed_finish():
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            finish()
-            end.record()
-            sync_s.append((start, end))
-        else:
-            sync_s.append(time_once(finish, device)[0])
+    def __init__(self, variant: str, args, device: torch.device, optimizer: str | None = None):
+        self.model = build_model(args.size, args.context_length, device)
+        self.ddp = wrap(variant, self.model, device)
+        self.optimizer = make_optimizer(optimizer or args.optimizer, self.model.parameters())
+        batch = Batch(self.model.cfg.vocab_size, args.global_batch, args.context_length, device)
+        self.clock = PhaseClock(device)
+        finish = getattr(self.ddp, "finish_gradient_synchronization", None)
 
-    step = make_step("train_step", ddp, optimizer, batch.inputs, batch.targets, "fp32", device, phase=phase,
-                     after_backward=timed_finish if finish is not None else None)
-    return step, sync_s
+        def sync():
+            with self.clock("sync"):
+                finish()
 
+        def phase(name: str):
+            return self.clock(name) if name == "backward" else _nothing()
 
-def _seconds(sample) -> float:
-    return sample[0].elapsed_time(sample[1]) / 1e3 if isinstance(sample, tuple) else sample
+        self.step = make_step("train_step", self.ddp, self.optimizer, batch.inputs, batch.targets, "fp32", device,
+                              phase=phase, after_backward=sync if finish is not None else None)
 
 
-def slowest_rank(values: list[float]) -> list[float]:
-    """Per-iteration maximum over ranks: a data-parallel step is as slow as its slowest rank."""
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, values)
-    return [max(per_rank[i] for per_rank in everyone) for i in range(len(values))]
+@contextmanager
+def _nothing():
+    yield
 
 
-def variant_step(variant: str, args, device: torch.device):
-    """A fresh model (same seed every time) wrapped as ``variant``, its optimizer and its train step."""
-    model = build_model(args.size, args.context_length, device)
-    ddp = wrap(variant, model, device)
-    optimizer = make_optimizer(args.optimizer, model.parameters())
-    batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
-    step, sync = make_train_step(ddp, optimizer, batch, device)
-    return model, ddp, step, sync
+def settled_against_anchor(variant: str):
+    """Stop once the paired CI of variant / torch DDP excludes 1 (the difference is resolved)."""
+    def settled(timings) -> bool:
+        _, low, high = ratio_ci(timings[variant].host_s, timings[ANCHOR].host_s, resamples=500)
+        return resolved(low, high)
+    return settled
+
+
+def _ms_list(seconds: list[float]) -> str:
+    return ";".join(f"{t * 1e3:.4f}" for t in seconds)
 
 
 def train_rows(args, device: torch.device, env: dict) -> list[dict]:
-    world = dist.get_world_size()
+    """Every variant timed interleaved with torch DDP; one row per variant. Torch DDP's own row
+    comes from its first pairing; every other row carries the anchor's times of its own pairing."""
+    budget = Budget(args.steps, max_seconds=args.max_seconds)
+    base = {"study": "ddp_train", "size": args.size, "context_length": args.context_length,
+            "global_batch": args.global_batch, "world_size": dist.get_world_size(), "warmup": args.warmup,
+            "min_steps": args.steps, "max_seconds": args.max_seconds}
+    anchor = VariantStep(ANCHOR, args, device)
+    params = count_parameters(anchor.model)
     rows = []
-    for variant in args.variants:
-        row = {"study": "ddp_train", "variant": variant, "size": args.size, "context_length": args.context_length,
-               "global_batch": args.global_batch, "world_size": world, "warmup": args.warmup, "steps": args.steps,
-               "status": "ok", "note": ""}
+
+    def measured(variant: str, times: list[float], clock: PhaseClock) -> dict:
+        n = len(times)
+        row = {**base, "variant": variant, "params": params, "grad_mib": params * 4 / 2**20, **summarize_ms(times),
+               "step_times_ms": _ms_list(times), "status": "ok", "note": "",
+               "backward_times_ms": _ms_list(slowest_rank(clock.seconds("backward", n)))}
+        if "sync" in clock.samples:
+            row["sync_times_ms"] = _ms_list(slowest_rank(clock.seconds("sync", n)))
+        return row
+
+    for variant in [v for v in args.variants if v != ANCHOR] or [None]:
         try:
-            model, ddp, step, sync = variant_step(variant, args, device)
-            times = measure({variant: step}, device, args.warmup, Budget(args.steps, max_steps=args.steps))[variant].host_s
-            synced = [_seconds(s) for s in sync[args.warmup:]]
-            step_s = slowest_rank(times)
-            row.update(params=count_parameters(model), grad_mib=sum(p.numel() * 4 for p in model.parameters()) / 2**20,
-                       step_ms=statistics.fmean(step_s) * 1e3, step_std_ms=statistics.pstdev(step_s) * 1e3,
-                       step_median_ms=statistics.median(step_s) * 1e3)
-            if synced:
-                row["sync_ms"] = statistics.fmean(slowest_rank(synced)) * 1e3
+            other = VariantStep(variant, args, device) if variant else None
+            steps = {ANCHOR: anchor.step, **({variant: other.step} if other else {})}
+            timings = measure(steps, device, args.warmup, budget, agree=all_agree,
+                              settled=settled_against_anchor(variant) if other else None)
+            theirs = slowest_rank(timings[ANCHOR].host_s)
+            if not rows:
+                rows.append({**measured(ANCHOR, theirs, anchor.clock), "vs_anchor": 1.0, **env})
+            if other is None:
+                break
+            mine = slowest_rank(timings[variant].host_s)
+            ratio, low, high = ratio_ci(mine, theirs)
+            row = {**measured(variant, mine, other.clock), "anchor_step_times_ms": _ms_list(theirs),
+                   "vs_anchor": ratio, "vs_anchor_ci95_low": low, "vs_anchor_ci95_high": high,
+                   "vs_anchor_resolved": resolved(low, high)}
             if variant.startswith("bucketed-"):
-                row["buckets"] = len(ddp.buckets)
+                row["buckets"] = len(other.ddp.buckets)
         except torch.OutOfMemoryError as error:
-            row.update(status="oom", note=str(error).splitlines()[0])
+            row = {**base, "variant": variant, "status": "oom", "note": str(error).splitlines()[0]}
         if dist.get_rank() == 0:
-            print(f"{variant:>14} {row['status']} step {row.get('step_ms', float('nan')):9.2f} ms "
-                  f"sync {row.get('sync_ms', float('nan')):8.2f} ms", flush=True)
+            print(f"{variant:>14} {row['status']} step {row.get('median_ms', float('nan')):9.2f} ms "
+                  f"(n={row.get('n_steps', 0)}) vs {ANCHOR} {row.get('vs_anchor', float('nan')):.3f} "
+                  f"[{row.get('vs_anchor_ci95_low', float('nan')):.3f}, {row.get('vs_anchor_ci95_high', float('nan')):.3f}]",
+                  flush=True)
         rows.append({**row, **env})
-        model = ddp = step = None
+        other = steps = timings = None
         free_memory(device)
     return rows
 
 
 def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
-    """Memory at the handout's three points, with and without sharding AdamW's state.
+    """Time and memory of the train step with and without sharding AdamW's state.
 
     Gradients are synchronized by DDPIndividualParameters, which keeps no buffers of its own, so the
-    only difference between the two runs is where the optimizer state lives.
+    only difference between the two runs is where the optimizer state lives. The optimizer step is
+    timed alone; the sharded one splits into the local update of this rank's shard and the
+    parameter broadcasts (optimizer step − local update).
     """
     if device.type != "cuda":
         return [{"study": "ddp_sharding", "status": "skipped", "note": "memory accounting needs CUDA allocator stats",
                  **env}]
     rows = []
     for sharded in (False, True):
-        mib = lambda b: b / 2**20  # noqa: E731
         torch.cuda.reset_peak_memory_stats(device)
         model = build_model(args.size, args.context_length, device)
         after_build = torch.cuda.max_memory_allocated(device)
         ddp = DDPIndividualParameters(model)
         optimizer = (ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-4) if sharded
                      else torch.optim.AdamW(model.parameters(), lr=1e-4))
-        batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
-        readings = {}
+        local = optimizer.local_optimizer if sharded else optimizer
+        clock, readings = PhaseClock(device), {}
+        if sharded and local is not None:  # the shard's own update, timed inside the sharded step
+            local_step = local.step
+
+            def timed_local_step(*a, **k):
+                with clock("local update"):
+                    return local_step(*a, **k)
+
+            local.step = timed_local_step
 
         @contextmanager
-        def phase(name):  # allocator readings around the optimizer step
-            if name == "optimizer step":
-                synchronize(device)
-                readings.update(before_step=torch.cuda.memory_allocated(device),
-                                peak_before_step=torch.cuda.max_memory_allocated(device))
-                torch.cuda.reset_peak_memory_stats(device)
-            yield
-            if name == "optimizer step":
-                synchronize(device)
-                readings.update(after_step=torch.cuda.memory_allocated(device),
-                                peak_during_step=torch.cuda.max_memory_allocated(device))
-                torch.cuda.reset_peak_memory_stats(device)  # the next peak_before_step covers forward + backward only
+        def phase(name):  # allocator readings around the optimizer step, and its time
+            if name != "optimizer step":
+                yield
+                return
+            synchronize(device)
+            readings.update(before_step=torch.cuda.memory_allocated(device),
+                            peak_before_step=torch.cuda.max_memory_allocated(device))
+            torch.cuda.reset_peak_memory_stats(device)
+            with clock(name):
+                yield
+            synchronize(device)
+            readings.update(after_step=torch.cuda.memory_allocated(device),
+                            peak_during_step=torch.cuda.max_memory_allocated(device))
+            torch.cuda.reset_peak_memory_stats(device)  # the next peak_before_step covers forward + backward only
 
-        step, _ = make_train_step(ddp, optimizer, batch, device, phase)
-        times = measure({"step": step}, device, args.warmup, Budget(args.steps, max_steps=args.steps))["step"].host_s
-        before_step, peak_before_step = readings["before_step"], readings["peak_before_step"]
-        after_step, peak_during_step = readings["after_step"], readings["peak_during_step"]
+        batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
+        step = make_step("train_step", ddp, optimizer, batch.inputs, batch.targets, "fp32", device, phase=phase,
+                         after_backward=ddp.finish_gradient_synchronization)
+        times = measure({"step": step}, device, args.warmup, Budget(args.steps, max_seconds=args.max_seconds),
+                        agree=all_agree)["step"].host_s
+        n = len(times)
+        optimizer_s = slowest_rank(clock.seconds("optimizer step", n))
+        row = {"study": "ddp_sharding", "sharded": sharded, "size": args.size, "context_length": args.context_length,
+               "global_batch": args.global_batch, "world_size": dist.get_world_size(), "optimizer": "torch.optim.AdamW",
+               **summarize_ms(slowest_rank(times)), **summarize_ms(optimizer_s, prefix="optimizer_")}
+        if sharded:
+            local_s = slowest_rank(clock.seconds("local update", n)) if "local update" in clock.samples else [0.0] * n
+            row.update(**summarize_ms(local_s, prefix="local_update_"),
+                       **summarize_ms([o - u for o, u in zip(optimizer_s, local_s)], prefix="broadcast_"))
         params = list(model.parameters())
-        local = optimizer.local_optimizer if sharded else optimizer
         state_bytes = sum(t.numel() * t.element_size() for s in (local.state.values() if local else [])
                           for t in s.values() if torch.is_tensor(t) and t.dim() > 0)
-        rows.append({
-            "study": "ddp_sharding", "sharded": sharded, "size": args.size, "context_length": args.context_length,
-            "global_batch": args.global_batch, "world_size": dist.get_world_size(), "optimizer": "torch.optim.AdamW",
-            "params": sum(p.numel() for p in params),
-            "param_mib": mib(sum(p.numel() * p.element_size() for p in params)),
-            "grad_mib": mib(sum(p.numel() * p.element_size() for p in params)),
-            "optimizer_state_mib": mib(state_bytes),
-            "peak_after_build_mib": mib(after_build), "allocated_before_step_mib": mib(before_step),
-            "peak_before_step_mib": mib(peak_before_step), "allocated_after_step_mib": mib(after_step),
-            "peak_during_step_mib": mib(peak_during_step),
-            "step_ms": statistics.fmean(slowest_rank(times)) * 1e3, "status": "ok", "note": "", **env,
+        param_bytes = sum(p.numel() * p.element_size() for p in params)
+        mib = 1 / 2**20
+        row.update({
+            "params": sum(p.numel() for p in params), "param_mib": param_bytes * mib, "grad_mib": param_bytes * mib,
+            "optimizer_state_mib": state_bytes * mib, "peak_after_build_mib": after_build * mib,
+            "allocated_before_step_mib": readings["before_step"] * mib,
+            "peak_before_step_mib": readings["peak_before_step"] * mib,
+            "allocated_after_step_mib": readings["after_step"] * mib,
+            "peak_during_step_mib": readings["peak_during_step"] * mib, "status": "ok", "note": "", **env,
         })
-        model = ddp = optimizer = local = params = None
+        rows.append(row)
+        model = ddp = optimizer = local = params = step = None
         free_memory(device)
     return rows
 
 
 def timeline_rows(args, device: torch.device, env: dict) -> list[dict]:
-    """GPU kernels of one training step per variant, from torch.profiler, on rank 0's GPU."""
+    """GPU kernels of one training step per variant, from torch.profiler, on rank 0's GPU, with the
+    traced step's wall time beside the untraced median of the same step."""
     if device.type != "cuda":
         return [{"study": "ddp_timeline", "status": "skipped", "note": "a kernel timeline needs CUDA", **env}]
     from torch.profiler import ProfilerActivity, profile
 
     rows = []
     for variant in args.variants:
-        _, _, step, _ = variant_step(variant, args, device)
-        for _ in range(args.warmup):
-            step()
+        run = VariantStep(variant, args, device)
+        untraced = measure({variant: run.step}, device, args.warmup, Budget(args.steps, max_steps=args.steps),
+                           agree=all_agree)[variant].host_s
         synchronize(device)
         dist.barrier()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            step()
-            synchronize(device)
+            traced = time_once(run.step, device)[0]
         kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         t0 = min(e.time_range.start for e in kernels)
+        common = {"study": "ddp_timeline", "variant": variant, "size": args.size, "global_batch": args.global_batch,
+                  "world_size": dist.get_world_size(), "profiler": PROFILER, "traced_step_ms": traced * 1e3,
+                  "untraced_step_ms": summarize_ms(untraced)["median_ms"]}
         for e in kernels:
-            rows.append({"study": "ddp_timeline", "variant": variant, "size": args.size,
-                         "global_batch": args.global_batch, "world_size": dist.get_world_size(),
-                         "stream": getattr(e, "device_resource_id", -1), "kernel": e.name[:120],
+            rows.append({**common, "stream": getattr(e, "device_resource_id", -1), "kernel": e.name[:120],
                          "kind": "communication" if "nccl" in e.name.lower() else "compute",
-                         "start_ms": (e.time_range.start - t0) / 1e3, "duration_ms": (e.time_range.end - e.time_range.start) / 1e3,
+                         "start_ms": (e.time_range.start - t0) / 1e3,
+                         "duration_ms": (e.time_range.end - e.time_range.start) / 1e3,
                          "status": "ok", "note": "", **env})
-        step = prof = kernels = None
+        run = prof = kernels = None
         free_memory(device)
     return rows
 
@@ -241,7 +289,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--variants", default=",".join(VARIANTS), type=lambda s: s.split(","))
     p.add_argument("--optimizer", default="lmperf")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=10, help="measured steps at least")
+    p.add_argument("--max-seconds", type=float, default=30.0, help="measuring time per comparison, at most")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     unknown = [v for v in args.variants if v not in VARIANTS]
