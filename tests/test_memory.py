@@ -61,18 +61,22 @@ def test_shape_rules_name_allocations_without_a_frame():
     sizes = [cfg.d_model * cfg.d_model * 4, batch * ctx * cfg.d_model * 4, cfg.d_model * cfg.d_model * 4, logits8,
              scores4, cfg.d_model * cfg.d_model * 4, 4096 * 7]
     trace = [{"action": "alloc", "addr": i, "size": n, "frames": []} for i, n in enumerate(sizes)]
+    scratch = cfg.d_model * cfg.d_model * 4  # made and freed inside the optimizer step
+    trace += [{"action": "alloc", "addr": 99, "size": scratch, "frames": []},
+              {"action": "free_completed", "addr": 99, "size": scratch, "frames": []}]
     events = events_from_snapshot({"device_traces": [trace]})
     phases = pd.DataFrame({"phase": ["model built", "step 1: after forward", "step 1: after backward",
-                                     "step 1: after optimizer step"], "trace_position": [1, 2, 5, 7]})
+                                     "step 1: after optimizer step"], "trace_position": [1, 2, 5, 9]})
     named = attribute(events, phases, cfg, batch, ctx, [weight], "fp32")
     assert list(named["what"][:6]) == [
         "weight", "residual stream, q, k, v (B·T·d) fp32", "gradient", "logits (B·T·V) int64",
         "attention scores/probabilities (B·H·T·T) fp32", "optimizer state (first step: AdamW creates m and v)"]
     assert named["what"].iloc[6] == ""  # no rule knows 28,672 bytes here
+    assert named["what"].iloc[7] == "optimizer scratch (freed within the step)"
     assert list(named["category"][:6]) == ["weights", "activations and temporaries", "gradients",
                                            "activations and temporaries", "activations and temporaries", "optimizer state"]
     peak = at_peak(named, 1)
-    assert peak["trace_peak_bytes"] == sum(sizes) and peak["gradients"] == sizes[2] and peak["weights"] == sizes[0]
+    assert peak["trace_peak_bytes"] == sum(sizes) + scratch and peak["gradients"] == sizes[2] and peak["weights"] == sizes[0]
     top = largest_allocations(named)
     assert top["what"].iloc[0] == "logits (B·T·V) int64"
 

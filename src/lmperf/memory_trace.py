@@ -196,9 +196,26 @@ def attribute(events: pd.DataFrame, phases: pd.DataFrame, cfg, batch: int, conte
     parameter_bytes = {_rounded(_numel(s) * 4) for s in parameter_shapes}
     events["what"] = [what(s, st, sg, names, parameter_bytes, precision) if a == "alloc" else ""
                       for a, s, st, sg in zip(events["action"], events["size"], events["step"], events["stage"])]
+    # optimizer-state-sized blocks freed before their optimizer step ends are its scratch (sqrt(v), ...)
+    temporary = freed_within_stage(events)
+    scratch = temporary & events["what"].str.startswith("optimizer state")
+    events.loc[scratch, "what"] = "optimizer scratch (freed within the step)"
     events["category"] = [_category(a, s, sg, w) for a, s, sg, w in
                           zip(events["action"], events["size"], events["stage"], events["what"])]
     return events
+
+
+def freed_within_stage(events: pd.DataFrame) -> pd.Series:
+    """For each alloc event: is its block freed in the same (step, stage) that made it?"""
+    made, out = {}, pd.Series(False, index=events.index)
+    for index, action, addr, step, stage in zip(events.index, events["action"], events["addr"], events["step"],
+                                                events["stage"]):
+        if action == "alloc":
+            made[addr] = (index, step, stage)
+        elif addr in made:
+            origin, step0, stage0 = made.pop(addr)
+            out[origin] = (step0, stage0) == (step, stage)
+    return out
 
 
 def _category(action: str, size: int, stage: str, name: str) -> str:
