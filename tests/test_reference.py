@@ -41,3 +41,35 @@ def test_graphed_medians_are_tight_and_physical(e2e):
     half = (rows["graphed_ci95_high_ms"] - rows["graphed_ci95_low_ms"]) / 2 / rows["graphed_median_ms"]
     assert (half <= 0.01).mean() >= 0.95
     assert physics_violations(e2e).empty
+
+
+MEMORY_DDP = Path(__file__).resolve().parents[1] / "report/reference/h100/memory-ddp"
+
+
+def test_memory_and_ddp_sections_are_rendered_from_the_committed_csvs():
+    assert (MEMORY_DDP / "sections.md").read_text() == render.render_memory_comm(MEMORY_DDP)
+    import re
+
+    for image in re.findall(r"\]\((figures/[^)]+\.png)\)", (MEMORY_DDP / "sections.md").read_text()):
+        assert (MEMORY_DDP / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_memory_and_ddp_slice_is_one_commit_and_meets_its_bars():
+    tables = {name: render.read(MEMORY_DDP / name) for name in (
+        "memory.csv", "memory_allocations.csv", "e2e.csv", "allreduce.csv", "ddp_train.csv", "ddp/sharding.csv",
+        "ddp/timeline.csv")}
+    commits = {c for name, t in tables.items() if "commit" in t for c in t["commit"].unique()}
+    assert len(commits) == 1
+    from lmperf.report.memory_section import e2e_agreement
+
+    joined = e2e_agreement(tables["memory.csv"], tables["e2e.csv"]).set_index(["mode", "precision", "context_length"])
+    assert abs(joined.loc[("train_step", "fp32", 512), "difference"]) <= 0.05
+    allocations = tables["memory_allocations.csv"]
+    top = allocations[(allocations["mode"] == "train_step") & (allocations["precision"] == "fp32")
+                      & (allocations["context_length"] == 512)].head(10)
+    assert top["what"].fillna("").ne("").all()
+    nccl = tables["allreduce.csv"][tables["allreduce.csv"]["backend"] == "nccl"]
+    assert (nccl["iters"] >= 100).all() and nccl["median_ms"].notna().all()
+    fits = render.read(MEMORY_DDP / "comm_fit.csv")
+    good = fits[fits["status"] == "ok"]
+    assert (good["overhead_us"] >= 0).all() and (good["r2"] >= 0.95).all()

@@ -1,5 +1,6 @@
 """Data-parallel figure: the GPU kernels of one training step on rank 0, per DDP variant and CUDA
-stream, compute and NCCL communication in two colours, so overlap (or its absence) is visible."""
+stream, compute and NCCL communication in two colours, so overlap (or its absence) is visible. Each
+panel's title names the profiler and the traced step's time beside the untraced median."""
 
 import pandas as pd
 
@@ -22,7 +23,12 @@ def timeline(rows: pd.DataFrame, path) -> None:
                 ax.broken_barh(list(zip(spans["start_ms"], spans["duration_ms"])), (y - 0.4, 0.8), color=color,
                                label=kind if y == 0 or kind == "communication" else None)
         ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
-        ax.set(title=f"{variant} (one step, rank 0)", xlabel="time since first kernel (ms)")
+        title = f"{variant} (one step, rank 0)"
+        if "traced_step_ms" in group:  # what tracing cost: the traced step against the untraced median
+            first = group.iloc[0]
+            title += (f": {first['profiler']}, step {first['traced_step_ms']:.1f} ms traced vs "
+                      f"{first['untraced_step_ms']:.1f} ms untraced")
+        ax.set(title=title, xlabel="time since first kernel (ms)")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
         ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left")

@@ -57,16 +57,22 @@ def exposed(train: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def predictions(rows: pd.DataFrame, fits: pd.DataFrame | None) -> tuple[pd.Series, dict]:
+def predictions(rows: pd.DataFrame, fits: pd.DataFrame | None) -> tuple[pd.Series, dict, str]:
     """Predicted exposed communication (ms) per variant from the all-reduce fit of this backend and
-    rank count and the local variant's measured backward; and the fit used (empty if none is ok)."""
+    rank count and the local variant's measured backward; the fit used; and, where no prediction
+    is made, why."""
     if fits is None or fits.empty or rows.empty:
-        return pd.Series(dtype=float), {}
+        return pd.Series(dtype=float), {}, "no all-reduce fit in this run"
     first = rows.iloc[0]
-    fit = fits[(fits["backend"] == first["backend"]) & (fits["world_size"] == first["world_size"]) & (fits["status"] == "ok")]
+    fit = fits[(fits["backend"] == first["backend"]) & (fits["world_size"] == first["world_size"])]
     local = rows[rows["variant"] == "local"]
-    if fit.empty or local.empty:
-        return pd.Series(dtype=float), {}
+    if fit.empty:
+        return pd.Series(dtype=float), {}, f"no all-reduce sweep of {first['backend']} with {first['world_size']} ranks"
+    if fit["status"].iloc[0] != "ok":
+        return pd.Series(dtype=float), {}, (f"the {first['backend']} fit for {first['world_size']} ranks was refused: "
+                                            f"{fit['note'].iloc[0]}")
+    if local.empty:
+        return pd.Series(dtype=float), {}, "no local variant measured its backward"
     o, w = fit["overhead_us"].iloc[0] / 1e6, fit["bandwidth_gbps"].iloc[0] * 1e9
     backward_s = local["backward_ms"].iloc[0] / 1e3
     sizes = parameter_bytes(first["size"], int(first["context_length"]))
@@ -74,7 +80,7 @@ def predictions(rows: pd.DataFrame, fits: pd.DataFrame | None) -> tuple[pd.Serie
     grid = {mb: predict_exposed(f"bucketed-{mb}", sizes, backward_s, o, w) * 1e3 for mb in BUCKET_GRID_MB}
     best = min(grid, key=grid.get)
     return pd.Series(predicted), {"o_us": o * 1e6, "w_gbps": w / 1e9, "backward_ms": backward_s * 1e3,
-                                  "best_mb": best, "best_ms": grid[best]}
+                                  "best_mb": best, "best_ms": grid[best]}, ""
 
 
 def render_training(train: pd.DataFrame, fits: pd.DataFrame | None = None, timeline: pd.DataFrame | None = None) -> list[str]:
@@ -94,7 +100,7 @@ def render_training(train: pd.DataFrame, fits: pd.DataFrame | None = None, timel
     ]
     for batch, group in rows.groupby("global_batch"):
         group = group.sort_values("variant", key=lambda c: c.map({v: i for i, v in enumerate(ORDER)}))
-        predicted, model = predictions(group, fits)
+        predicted, model, why_not = predictions(group, fits)
         out += [f"### Global batch {batch}", "", table(pd.DataFrame({
             "variant": group["variant"],
             "step (ms)": [f"{num(m)} [{num(lo)}, {num(hi)}]" for m, lo, hi in
@@ -108,7 +114,7 @@ def render_training(train: pd.DataFrame, fits: pd.DataFrame | None = None, timel
             "measured / predicted": [ratio(e / predicted[v]) if v in predicted and predicted[v] > 0 else "—"
                                      for v, e in zip(group["variant"], group["exposed_ms"])],
         })), ""]
-        out += _claims(group, predicted, model)
+        out += _claims(group, predicted, model, why_not)
     out += _timeline_caption(timeline)
     return out
 
@@ -120,7 +126,7 @@ def _versus(row) -> str:
     return f"{num(row.vs_anchor, 3)} [{num(row.vs_anchor_ci95_low, 3)}, {num(row.vs_anchor_ci95_high, 3)}]{verdict}"
 
 
-def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict) -> list[str]:
+def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str) -> list[str]:
     out = []
     by = group.set_index("variant")
     bucketed = by[by.index.str.startswith("bucketed") & by["vs_anchor"].notna()]
@@ -139,10 +145,19 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict) -> list[str]
     if "naive" in by.index and pd.notna(by.loc["naive", "exposed_low_ms"]):
         naive = by.loc["naive"]
         if resolved(naive["exposed_low_ms"], naive["exposed_high_ms"], 0.0):
-            hidden = {v: 1 - by.loc[v, "exposed_ms"] / naive["exposed_ms"] for v in MODELLED[2:] if v in by.index}
+            hidden, unresolved = {}, []
+            for v in (v for v in MODELLED[2:] if v in by.index):
+                _, low, high = difference_ci(times(by.loc[v, "step_times_ms"]), times(naive["step_times_ms"]))
+                if resolved(low, high, 0.0):
+                    hidden[v] = 1 - by.loc[v, "exposed_ms"] / naive["exposed_ms"]
+                else:
+                    unresolved.append(v)
             if hidden:
                 out.append(f"- Against the naive variant's {num(naive['exposed_ms'])} ms of exposed communication, "
                            "the overlapped variants hide " + ", ".join(f"{v} {pct(h)}" for v, h in hidden.items()) + ".")
+            if unresolved:
+                out.append(f"- {', '.join(unresolved)}: step time not resolved from the naive variant's, so no share "
+                           "hidden is given.")
         else:
             out.append("- The naive variant's exposed communication is not resolved from zero at this batch, so no "
                        "share hidden against it is given.")
@@ -169,6 +184,8 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict) -> list[str]
             within = all(0.5 <= r <= 2 for r in ratios)
             out.append(f"- Bucketed variants, measured / predicted exposed communication: {num(min(ratios))}× to "
                        f"{num(max(ratios))}× (bar: within a factor of 2: **{'met' if within else 'not met'}**).")
+    else:
+        out.append(f"- No bucket-model prediction: {why_not}.")
     return out + [""]
 
 

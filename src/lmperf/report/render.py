@@ -13,6 +13,10 @@ from lmperf.report import (
 
 
 def read(path: Path) -> pd.DataFrame:
+    """A result CSV, or its gzipped copy beside it (``<name>.csv.gz``: the committed reference keeps
+    its large CSVs compressed)."""
+    if not path.exists() and path.with_name(path.name + ".gz").exists():
+        path = path.with_name(path.name + ".gz")
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
@@ -27,6 +31,19 @@ def render_timing(results: Path) -> str:
     e2e = read(results / "e2e.csv")
     return "\n".join([e2e_section.render(e2e, read(results / "warmup.csv")),
                       profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)])
+
+
+def render_memory_comm(results: Path) -> str:
+    """The memory, communication and data-parallel sections alone, for a run that measured only
+    those (and the e2e points memory is cross-checked against): ``--memory-comm-only``."""
+    fits = read(results / "comm_fit.csv")
+    return "\n".join([
+        memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"),
+                              read(results / "e2e.csv")),
+        comm_section.render(read(results / "allreduce.csv"), fits),
+        ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv"), fits,
+                           read(results / "ddp" / "timeline.csv")),
+    ])
 
 
 def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
@@ -60,11 +77,19 @@ def main(argv=None) -> None:
     p.add_argument("--figures", default="report/figures", type=Path)
     p.add_argument("--grid", default="")
     p.add_argument("--skip", action="append", default=[], choices=["memory", "profile"], help="a study left out of the grid")
-    p.add_argument("--timing-only", action="store_true", help="only the e2e, warm-up and profiling sections")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--timing-only", action="store_true", help="only the e2e, warm-up and profiling sections")
+    only.add_argument("--memory-comm-only", action="store_true",
+                      help="only the memory, communication and data-parallel sections")
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
     with atomic_path(args.out) as tmp:
-        tmp.write_text(render_timing(args.results) if args.timing_only else render(args.results, args.grid, tuple(args.skip)))
+        if args.timing_only:
+            tmp.write_text(render_timing(args.results))
+        elif args.memory_comm_only:
+            tmp.write_text(render_memory_comm(args.results))
+        else:
+            tmp.write_text(render(args.results, args.grid, tuple(args.skip)))
 
 
 if __name__ == "__main__":
