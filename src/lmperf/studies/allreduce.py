@@ -7,7 +7,7 @@ Run under torchrun, one process per rank (gloo: CPU processes; nccl: one GPU eac
         --backend nccl --min-bytes 1024 --max-bytes 1073741824 --step-factor 4 --out results/allreduce/nccl-n2.csv
 
 Sizes run from --min-bytes to --max-bytes, multiplying by --step-factor (nccl-tests' -b, -e, -f).
-Each size gets ``warmup`` untimed all-reduces, a barrier, then ``iters`` timed ones issued back to
+The sweep starts with ``warmup`` all-reduces of the largest size, then each size gets ``warmup`` untimed all-reduces, a barrier, then ``iters`` timed ones issued back to
 back with no synchronization between them: on a GPU each is bracketed by CUDA events on the
 launching stream (the collective's stream joins it), read after the last one; on a CPU by the host
 clock. An iteration's time is the slowest rank's (all ranks take part in every iteration). Bus
@@ -56,6 +56,9 @@ def sweep(backend: str, sizes_bytes: list[int], warmup: int, iters: int) -> list
     if device.type == "cuda":
         torch.cuda.set_device(device)
     env = fingerprint(device)
+    # Warm the communicator, its buffers and the GPU's clocks at the largest size first: in the H100
+    # reference the first size swept (1 KiB) ran twice as slow as the next despite its own warm-up.
+    time_allreduce(max(sizes_bytes), device, warmup, 0)
     rows = []
     for nbytes in sizes_bytes:
         slowest = slowest_rank(time_allreduce(nbytes, device, warmup, iters))
