@@ -74,9 +74,9 @@ def live_bytes(events: pd.DataFrame) -> pd.Series:
 
 
 def live_by(events: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Live bytes after each event, split by the value of ``column`` of the allocation (a free is
-    charged to what its block was allocated as; an address-less free, to the first column's value
-    of nothing: it is subtracted from the total of the value "" if present, else ignored per key)."""
+    """Live bytes after each event, split by the allocation's value of ``column``: a free is charged
+    to the value its block was allocated with. torch.profiler's frees carry no address, so they are
+    charged to the value "" (which then holds negative bytes: only the total is meaningful there)."""
     keys = list(dict.fromkeys(events.loc[events["action"] == "alloc", column]))
     if "" not in keys:
         keys.append("")

@@ -28,7 +28,7 @@ same step's untraced median, so the figure can say what tracing costs.
 
 import argparse
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.distributed as dist
@@ -92,15 +92,10 @@ class VariantStep:
                 finish()
 
         def phase(name: str):
-            return self.clock(name) if name == "backward" else _nothing()
+            return self.clock(name) if name == "backward" else nullcontext()
 
         self.step = make_step("train_step", self.ddp, self.optimizer, batch.inputs, batch.targets, "fp32", device,
                               phase=phase, after_backward=sync if finish is not None else None)
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def settled_against_anchor(variant: str):
