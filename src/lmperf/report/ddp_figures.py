@@ -13,7 +13,7 @@ COLORS = {"compute": "tab:blue", "communication": "tab:orange"}
 def timeline(rows: pd.DataFrame, path) -> None:
     rows = ok(rows)
     variants = list(dict.fromkeys(rows["variant"])) if len(rows) else []
-    fig, axes = figure(nrows=max(1, len(variants)), width=9.0, height=2.0)
+    fig, axes = figure(nrows=max(1, len(variants)), width=9.0, height=2.4)
     for ax, variant in zip(axes[:, 0], variants):
         group = rows[rows["variant"] == variant]
         streams = sorted(group["stream"].unique())
@@ -26,8 +26,8 @@ def timeline(rows: pd.DataFrame, path) -> None:
         title = f"{variant} (one step, rank 0)"
         if "traced_step_ms" in group:  # what tracing cost: the traced step against the untraced median
             first = group.iloc[0]
-            title += (f": {first['profiler']}, step {first['traced_step_ms']:.1f} ms traced vs "
-                      f"{first['untraced_step_ms']:.1f} ms untraced")
+            title += (f"\n{first['profiler']}: step {first['traced_step_ms']:.1f} ms traced, "
+                      f"{first['untraced_step_ms']:.1f} ms untraced (median)")
         ax.set(title=title, xlabel="time since first kernel (ms)")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
