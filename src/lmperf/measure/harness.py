@@ -20,7 +20,7 @@ import torch
 
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
-from lmperf.measure.stats import summarize_ms
+from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import Budget, GraphUnavailable, Timings, capture_graph, free_memory, graph_pool, measure
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
@@ -130,7 +130,7 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
             graphed_n_steps=graphed["graphed_n_steps"], graphed_converged=timings.converged(spec.budget),
             host_overhead_ms=launched_ms - graphed["graphed_median_ms"],
             host_bound=bool(launched_ms > (1 + HOST_BOUND) * graphed["graphed_median_ms"]),
-            graphed_step_times_ms=_joined(timings.host_s))
+            graphed_step_times_ms=join_ms(timings.host_s))
     del replays
     model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
     return results
@@ -142,8 +142,8 @@ def _launched_columns(timings: Timings, budget: Budget, device: torch.device) ->
         "converged": timings.converged(budget),
         "event_median_ms": summarize_ms(timings.event_s)["median_ms"] if timings.event_s else float("nan"),
         "first_step_ms": timings.first_call_s * 1e3,
-        "warmup_times_ms": _joined(timings.warmup_s),
-        "step_times_ms": _joined(timings.host_s),
+        "warmup_times_ms": join_ms(timings.warmup_s),
+        "step_times_ms": join_ms(timings.host_s),
     }
 
 
@@ -172,6 +172,3 @@ def _rates(row: dict, cfg, batch_size: int, ctx: int, mode: str, peak: float | N
         "graphed_mfu": graphed / peak if peak else float("nan"),
     }
 
-
-def _joined(times_s: list[float]) -> str:
-    return ";".join(f"{t * 1e3:.4f}" for t in times_s)

@@ -79,6 +79,17 @@ def converged(samples, rel_halfwidth: float) -> bool:
     return (high - low) / 2 <= rel_halfwidth * statistics.median(samples)
 
 
+def join_ms(times_s: list[float]) -> str:
+    """Per-step times in seconds as the result column's text: ms, ';'-separated, so a report can
+    bootstrap any statistic of them later (``split_ms`` reads it back)."""
+    return ";".join(f"{t * 1e3:.4f}" for t in times_s)
+
+
+def split_ms(cell) -> list[float]:
+    """A ``join_ms`` cell read back from CSV as a list of ms; [] for a missing cell."""
+    return [float(t) for t in cell.split(";")] if isinstance(cell, str) and cell else []
+
+
 def summarize_ms(times_s: list[float], prefix: str = "") -> dict[str, float]:
     """Median with its 95% CI, mean, std (sample), min, max in ms, the CV std/mean and the count;
     column names carry ``prefix`` (e.g. "graphed_")."""

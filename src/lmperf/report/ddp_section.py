@@ -15,7 +15,7 @@ from lmperf.distributed.accounting import (
     GB, FFNStack, Mesh, compute_bound_batch, devices_needed, fsdp_bytes_per_device, smallest_fsdp,
 )
 from lmperf.distributed.bucket_model import predict_exposed
-from lmperf.measure.stats import difference_ci, ratio_ci, resolved
+from lmperf.measure.stats import difference_ci, ratio_ci, resolved, split_ms
 from lmperf.model import TransformerLM, model_config
 from lmperf.report.markdown import num, ok, pct, ratio, table
 
@@ -23,11 +23,6 @@ ORDER = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "b
          "torch_ddp")
 MODELLED = ("naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000")
 BUCKET_GRID_MB = np.geomspace(0.25, 4096, 29)  # where the model looks for its optimum
-
-
-def times(cell) -> list[float]:
-    """A ';'-joined list of ms from a row, as a list (empty for a missing cell)."""
-    return [float(t) for t in str(cell).split(";")] if isinstance(cell, str) and cell else []
 
 
 def parameter_bytes(size: str, context: int) -> list[int]:
@@ -42,14 +37,14 @@ def exposed(train: pd.DataFrame) -> pd.DataFrame:
     out = []
     for batch, group in ok(train).groupby("global_batch"):
         by = group.set_index("variant")
-        local = times(by["step_times_ms"].get("local"))
+        local = split_ms(by["step_times_ms"].get("local"))
         for variant, row in by.iterrows():
-            mine = times(row["step_times_ms"])
+            mine = split_ms(row["step_times_ms"])
             value = low = high = float("nan")
             if local and variant != "local":
                 value, low, high = difference_ci(mine, local)
-            backward = times(row.get("backward_times_ms"))
-            sync = times(row.get("sync_times_ms"))
+            backward = split_ms(row.get("backward_times_ms"))
+            sync = split_ms(row.get("sync_times_ms"))
             out.append({**row.to_dict(), "variant": variant, "global_batch": batch, "exposed_ms": value,
                         "exposed_low_ms": low, "exposed_high_ms": high,
                         "backward_ms": float(np.median(backward)) if backward else float("nan"),
@@ -147,7 +142,7 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
         if resolved(naive["exposed_low_ms"], naive["exposed_high_ms"], 0.0):
             hidden, unresolved = {}, []
             for v in (v for v in MODELLED[2:] if v in by.index):
-                _, low, high = difference_ci(times(by.loc[v, "step_times_ms"]), times(naive["step_times_ms"]))
+                _, low, high = difference_ci(split_ms(by.loc[v, "step_times_ms"]), split_ms(naive["step_times_ms"]))
                 if resolved(low, high, 0.0):
                     hidden[v] = 1 - by.loc[v, "exposed_ms"] / naive["exposed_ms"]
                 else:
@@ -162,11 +157,11 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
             out.append("- The naive variant's exposed communication is not resolved from zero at this batch, so no "
                        "share hidden against it is given.")
     if "local" in by.index:
-        local = times(by.loc["local", "backward_times_ms"])
+        local = split_ms(by.loc["local", "backward_times_ms"])
         slower = []
         for variant in ("individual", "torch_ddp"):
             if variant in by.index and local:
-                value, low, high = ratio_ci(times(by.loc[variant, "backward_times_ms"]), local, paired=False)
+                value, low, high = ratio_ci(split_ms(by.loc[variant, "backward_times_ms"]), local, paired=False)
                 slower.append(f"{variant} {num(value, 3)}× [{num(low, 3)}, {num(high, 3)}]"
                               + ("" if resolved(low, high) else " (not resolved)"))
         if slower:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_hbm_tbps
-from lmperf.measure.stats import ratio_ci, resolved
+from lmperf.measure.stats import ratio_ci, resolved, split_ms
 from lmperf.report.markdown import ok
 
 POINT = ["attention", "size", "params", "context_length", "precision", "compile"]
@@ -97,10 +97,6 @@ def optimizer_bandwidth(e2e: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _samples(row: pd.Series, column: str) -> list[float]:
-    return [float(x) for x in str(row[column]).split(";")] if isinstance(row.get(column), str) else []
-
-
 def attention_ratios(e2e: pd.DataFrame, base: str = "naive", mode: str = "train_step") -> pd.DataFrame:
     """base time / other time per point, on graphed replays timed interleaved in one process, with a
     paired bootstrap CI; ``resolved`` when the CI excludes 1 (no difference)."""
@@ -111,9 +107,9 @@ def attention_ratios(e2e: pd.DataFrame, base: str = "naive", mode: str = "train_
         by_attention = group.set_index("attention")
         if base not in by_attention.index:
             continue
-        base_times = _samples(by_attention.loc[base], "graphed_step_times_ms")
+        base_times = split_ms(by_attention.loc[base].get("graphed_step_times_ms"))
         for other in (a for a in by_attention.index if a != base):
-            other_times = _samples(by_attention.loc[other], "graphed_step_times_ms")
+            other_times = split_ms(by_attention.loc[other].get("graphed_step_times_ms"))
             if not base_times or not other_times:
                 continue
             value, low, high = ratio_ci(base_times, other_times)
@@ -155,7 +151,7 @@ def warmup_steps_cost(warmup: pd.DataFrame, first_steps: int = 5) -> pd.DataFram
     for (size, mode), group in cold.groupby(["size", "mode"]):
         ratios = []
         for row in group.itertuples():
-            steps = [float(x) for x in str(row.step_times_ms).split(";")]
+            steps = split_ms(row.step_times_ms)
             if len(steps) > first_steps + 1:
                 steady = float(np.median(steps[first_steps:]))
                 ratios.append([s / steady for s in steps[:first_steps]])

@@ -37,6 +37,7 @@ from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DD
 from lmperf.distributed.ranks import all_agree, slowest_rank
 from lmperf.measure import (Budget, PhaseClock, fingerprint, free_memory, measure, ratio_ci, resolved, summarize_ms,
                             synchronize, time_once, write_rows)
+from lmperf.measure.stats import join_ms
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import build_model, make_step
 
@@ -106,10 +107,6 @@ def settled_against_anchor(variant: str):
     return settled
 
 
-def _ms_list(seconds: list[float]) -> str:
-    return ";".join(f"{t * 1e3:.4f}" for t in seconds)
-
-
 def train_rows(args, device: torch.device, env: dict) -> list[dict]:
     """Every variant timed interleaved with torch DDP; one row per variant. Torch DDP's own row
     comes from its first pairing; every other row carries the anchor's times of its own pairing."""
@@ -124,10 +121,10 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
     def measured(variant: str, times: list[float], clock: PhaseClock) -> dict:
         n = len(times)
         row = {**base, "variant": variant, "params": params, "grad_mib": params * 4 / 2**20, **summarize_ms(times),
-               "step_times_ms": _ms_list(times), "status": "ok", "note": "",
-               "backward_times_ms": _ms_list(slowest_rank(clock.seconds("backward", n)))}
+               "step_times_ms": join_ms(times), "status": "ok", "note": "",
+               "backward_times_ms": join_ms(slowest_rank(clock.seconds("backward", n)))}
         if "sync" in clock.samples:
-            row["sync_times_ms"] = _ms_list(slowest_rank(clock.seconds("sync", n)))
+            row["sync_times_ms"] = join_ms(slowest_rank(clock.seconds("sync", n)))
         return row
 
     for variant in [v for v in args.variants if v != ANCHOR] or [None]:
@@ -143,7 +140,7 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
                 break
             mine = slowest_rank(timings[variant].host_s)
             ratio, low, high = ratio_ci(mine, theirs)
-            row = {**measured(variant, mine, other.clock), "anchor_step_times_ms": _ms_list(theirs),
+            row = {**measured(variant, mine, other.clock), "anchor_step_times_ms": join_ms(theirs),
                    "vs_anchor": ratio, "vs_anchor_ci95_low": low, "vs_anchor_ci95_high": high,
                    "vs_anchor_resolved": resolved(low, high)}
             if variant.startswith("bucketed-"):
