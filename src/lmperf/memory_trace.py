@@ -200,8 +200,7 @@ def attribute(events: pd.DataFrame, phases: pd.DataFrame, cfg, batch: int, conte
     temporary = freed_within_stage(events)
     scratch = temporary & events["what"].str.startswith("optimizer state")
     events.loc[scratch, "what"] = "optimizer scratch (freed within the step)"
-    events["category"] = [_category(a, s, sg, w) for a, s, sg, w in
-                          zip(events["action"], events["size"], events["stage"], events["what"])]
+    events["category"] = [_category(a, sg, w) for a, sg, w in zip(events["action"], events["stage"], events["what"])]
     return events
 
 
@@ -218,7 +217,7 @@ def freed_within_stage(events: pd.DataFrame) -> pd.Series:
     return out
 
 
-def _category(action: str, size: int, stage: str, name: str) -> str:
+def _category(action: str, stage: str, name: str) -> str:
     if action != "alloc":
         return ""
     if stage == "build":

@@ -18,6 +18,7 @@ import argparse
 
 import numpy as np
 import pandas as pd
+import torch
 
 from lmperf.distributed.ddp import make_buckets
 from lmperf.measure.rows import write_csv_atomic
@@ -62,21 +63,8 @@ def fit_allreduce(allreduce: pd.DataFrame) -> pd.DataFrame:
 
 def bucket_bytes(parameter_bytes: list[int], bucket_size_mb: float | None) -> list[int]:
     """Bytes per bucket, formed by make_buckets from parameters of these sizes (in parameter order)."""
-    stand_ins = [_Sized(n) for n in parameter_bytes]
+    stand_ins = [torch.empty(n, dtype=torch.uint8, device="meta") for n in parameter_bytes]  # sizes, no memory
     return [sum(p.nbytes for p in bucket) for bucket in make_buckets(stand_ins, bucket_size_mb)]
-
-
-class _Sized:
-    """A parameter as make_buckets sees it: numel() and element_size() only."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-
-    def numel(self) -> int:
-        return self.nbytes
-
-    def element_size(self) -> int:
-        return 1
 
 
 def serial_exposed(ready_s: list[float], sizes: list[int], backward_s: float, o: float, w: float) -> float:

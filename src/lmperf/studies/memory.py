@@ -121,9 +121,10 @@ def record_profiler(args, device, recorder):
     return events, None, "ok", "", model
 
 
-def step_rows(events: pd.DataFrame, phases: pd.DataFrame, recorder: Recorder, steps: int, attributed: bool) -> list[dict]:
-    """One row per recorded state: the first step and the last (steady state)."""
-    live = live_bytes(events)
+def step_rows(events: pd.DataFrame, live: pd.Series, phases: pd.DataFrame, recorder: Recorder, steps: int,
+              attributed: bool) -> list[dict]:
+    """One row per recorded state: the first step and the last (steady state); ``live`` is
+    live_bytes(events)."""
     rows = []
     for state, n in (("first", 1), ("steady", steps)):
         mine = phases[phases["step"] == n].set_index("stage")
@@ -184,8 +185,8 @@ def main(argv=None) -> None:
         "residual_stream_seen": bool((events["size"] == residual).any()),
         "allocations": int((events["action"] == "alloc").sum()), "status": status, "note": note,
     }
-    rows = ([{**common, **r, **fingerprint(device)} for r in step_rows(events, phases, recorder, args.steps, snapshot is not None)]
-            if status == "ok" else [{**common, **fingerprint(device)}])
+    measured = step_rows(events, live, phases, recorder, args.steps, snapshot is not None) if status == "ok" else [{}]
+    rows = [{**common, **r, **fingerprint(device)} for r in measured]
     keys = {"mode": args.mode, "precision": args.precision, "context_length": args.context_length}
     write_csv_atomic(largest_allocations(events).assign(**keys), f"{stem}-allocations.csv")
     write_csv_atomic(phases.drop(columns="mib").assign(**keys), f"{stem}-phases.csv")
