@@ -126,3 +126,15 @@ def test_phase_boundaries_count_allocs_and_frees_only(snapshot):
     assert events_before(events, 4) == 3  # after the three allocs
     assert events_before(events, 6) == 4  # free_requested + free_completed: one event
     assert events_before(events, len(snapshot["device_traces"][0])) == len(events)
+
+
+def test_the_e2e_cross_check_pairs_only_rows_of_one_commit():
+    from lmperf.report.memory_section import e2e_agreement
+
+    point = {"size": "2.7B", "precision": "fp32", "context_length": 512, "mode": "train_step", "status": "ok"}
+    memory_rows = pd.DataFrame([{**point, "state": "steady", "allocator_peak_mib": 1010.0, "commit": "a"}])
+    e2e_rows = pd.DataFrame([{**point, "compile": "eager", "attention": "naive", "peak_mem_gib": 1000 / 1024,
+                              "commit": c} for c in ("a", "b")])
+    joined = e2e_agreement(memory_rows, e2e_rows)
+    assert list(joined["commit"]) == ["a"] and joined["difference"].iloc[0] == pytest.approx(0.01)
+    assert e2e_agreement(memory_rows, e2e_rows[e2e_rows["commit"] == "b"]).empty

@@ -19,7 +19,8 @@ def peak(row) -> float:
 
 def e2e_agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> pd.DataFrame:
     """Steady-state peaks beside the e2e study's ``peak_mem_gib`` for the same point (eager, naive
-    attention, same size, precision, context and mode): two measurements from separate processes."""
+    attention, same size, precision, context and mode) measured at the same commit: two
+    measurements from separate processes of the same code."""
     steady = ok(memory)
     steady = steady[steady["state"] == "steady"]
     if e2e is None or steady.empty or "peak_mem_gib" not in e2e:
@@ -27,7 +28,7 @@ def e2e_agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> pd.DataFram
     other = ok(e2e)
     other = other[(other["compile"] == "eager") & (other["attention"] == "naive")]
     joined = steady.merge(other[["size", "precision", "context_length", "mode", "peak_mem_gib", "commit"]],
-                          on=["size", "precision", "context_length", "mode"], suffixes=("", "_e2e"))
+                          on=["size", "precision", "context_length", "mode", "commit"])
     joined["e2e_mib"] = joined["peak_mem_gib"] * 1024
     joined["difference"] = joined["allocator_peak_mib"] / joined["e2e_mib"] - 1
     return joined
@@ -104,19 +105,20 @@ def _precision_ratio(rows: pd.DataFrame) -> list[str]:
 def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
     joined = e2e_agreement(memory, e2e)
     if joined.empty:
-        return ["The e2e study measured none of these points, so the steady-state peaks have no independent "
-                "cross-check in this run.", ""]
+        return ["The e2e study measured none of these points at this commit, so the steady-state peaks have no "
+                "independent cross-check in this run.", ""]
     joined = joined.sort_values(["mode", "precision", "context_length"])
     worst = joined["difference"].abs().max()
     return [
-        "Cross-check: the steady-state allocator peak here against the e2e study's peak for the same point "
+        "Cross-check: the steady-state allocator peak here against the e2e study's peak for the same point, "
+        "measured at the same commit "
         "(eager, naive attention; a separate process that ran warm-up steps and then one more step with the "
         "peak statistics reset):", "",
         table(pd.DataFrame({
             "mode": joined["mode"], "precision": joined["precision"], "context": joined["context_length"],
             "memory study (MiB)": joined["allocator_peak_mib"].map(lambda x: num(x, 1)),
             "e2e study (MiB)": joined["e2e_mib"].map(lambda x: num(x, 1)),
-            "difference": joined["difference"].map(pct), "e2e commit": joined["commit_e2e"],
+            "difference": joined["difference"].map(pct), "commit": joined["commit"],
         })), "",
         f"- Largest difference {pct(worst)} (bar: within {pct(E2E_AGREEMENT, 0)}: "
         f"**{'met' if worst <= E2E_AGREEMENT else 'not met'}**).", "",
