@@ -1,5 +1,5 @@
 # make report: create .venv and run the pipeline on the default grid (grid: auto in config.yaml)
-# make test:   create .venv and run the tests (CPU only)
+# make test:   create .venv, check lint and formatting, and run the tests (CPU only)
 # TORCH selects the torch requirement: the default pins the CPU build CI uses; on a GPU machine
 # use e.g. `make report TORCH=torch` or an existing environment (`make report VENV=/path/to/env`).
 PYTHON ?= python3
@@ -9,20 +9,27 @@ CORES ?= 1
 GPU ?= h100
 BIN := $(VENV)/bin
 
-.PHONY: env report test dryrun bench-dag reference clean
+.PHONY: env report test lint dryrun bench-dag reference clean
 
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q "$(TORCH)" -e ".[test,slurm]"
+	$(BIN)/python -m pip install -q "$(TORCH)" -e ".[test,lint,slurm]"
 	touch $@
 
 report: env
 	$(BIN)/snakemake --cores $(CORES) report/final.md
 
-test: env
+test: lint
 	$(BIN)/python -m pytest -q
+
+# Formatting (ruff format, snakefmt; line length 120) and ruff's lint; fails on any finding.
+# (snakemake --lint is checked by tests/test_lint.py.)
+lint: env
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/snakefmt --check Snakefile workflow/rules
 
 dryrun: env
 	$(BIN)/snakemake -n report/final.md
@@ -42,4 +49,4 @@ reference:
 	mkdir -p report/reference/$(GPU)/precision && cp results/precision/*.csv report/reference/$(GPU)/precision/
 
 clean:
-	rm -rf results logs report/final.md report/figures .snakemake
+	rm -rf results logs benchmarks report/final.md report/figures .snakemake

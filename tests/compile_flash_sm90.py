@@ -29,7 +29,9 @@ def compile_for_sm90(kernel, **constexprs):
             signature[name] = POINTERS[name]
         else:
             signature[name] = "i32"
-    source = ASTSource(fn=fn, signature=signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    source = ASTSource(
+        fn=fn, signature=signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()}
+    )
     compiled = triton.compile(source, target=TARGET, options={"num_warps": 4, "num_stages": 3})
     print(f"{fn.__name__} {constexprs} shared={compiled.metadata.shared}")
 

@@ -4,9 +4,11 @@ import os
 if not os.path.exists("/dev/nvidia0"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,10 +28,12 @@ def copy_pipeline(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the snakemake of this interpreter's environment in ``workdir``."""
+def snakemake(
+    workdir: Path, *args: str, timeout: float = 900, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run the snakemake of this interpreter's environment in ``workdir`` (``env``: extra variables)."""
     cmd = [sys.executable, "-m", "snakemake", *args]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", ""), **(env or {})}
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -38,7 +42,65 @@ def snakemake(workdir: Path, *args: str, timeout: float = 900, check: bool = Tru
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
-    """The whole smoke pipeline, run once: `snakemake --cores 2 report/final.md` in a fresh copy."""
+    """The whole smoke pipeline, run once: `snakemake --cores 2 report/final.md` in a fresh copy.
+
+    Every Python process of the run records the lmperf modules it imported under imports/
+    (tests/record_imports), for the check of rule inputs against what ran."""
     workdir = copy_pipeline(tmp_path_factory.mktemp("pipeline"))
-    snakemake(workdir, "--cores", "2", "report/final.md", "--config", "grid=smoke")
+    (workdir / "imports").mkdir()
+    recorder = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests/record_imports"), os.environ.get("PYTHONPATH")])),
+        "LMPERF_IMPORT_LOG": str(workdir / "imports"),
+    }
+    snakemake(workdir, "--cores", "2", "report/final.md", "--config", "grid=smoke", env=recorder)
     return workdir
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's "Job stats" table; {} when nothing is to be done."""
+    if "Job stats:" not in output:
+        return {}
+    table = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def dry_run(workdir, *args) -> dict[str, int]:
+    proc = snakemake(workdir, "-n", "report/final.md", *args)
+    return planned_jobs(proc.stdout + proc.stderr)
+
+
+def dry_run_jobs(workdir, *args) -> list[dict]:
+    """Every job of a dry run (`-n -p`), as {rule, input, output, benchmark, reason, resources, shell}; [] when
+    nothing is to be done."""
+    proc = snakemake(workdir, "-n", "-p", "report/final.md", "--nolock", *args)
+    jobs = []
+    for block in re.split(r"^(?:local)?rule (?=\w+:$)", proc.stdout + proc.stderr, flags=re.M)[1:]:
+        job = {"rule": block.split(":", 1)[0]}
+        for key in ("input", "output", "benchmark", "reason", "resources"):
+            found = re.search(rf"^    {key}: (.*)$", block, flags=re.M)
+            job[key] = found.group(1) if found else ""
+        shell = re.search(r"^Shell command: (.*)$", block, flags=re.M)
+        job["shell"] = shell.group(1) if shell else ""
+        jobs.append(job)
+    return jobs
+
+
+def clone_run(smoke_run, tmp_path):
+    """A copy of the finished smoke run (mtimes and .snakemake metadata kept) to edit freely."""
+    dest = tmp_path / "run"
+    shutil.copytree(smoke_run, dest, symlinks=True)
+    return dest
+
+
+def touch_source(path):
+    """Edit a source file (a comment), as a developer would; its mtime moves past every output."""
+    with open(path, "a") as f:
+        f.write("\n# edited by a test\n")
+    later = time.time() + 5
+    os.utime(path, (later, later))

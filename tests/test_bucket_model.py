@@ -14,8 +14,15 @@ SIZES = [2**10 * 4**k for k in range(11)]  # 1 KiB ... 1 GiB
 
 
 def sweep(times_s, backend="nccl", world=2) -> pd.DataFrame:
-    return pd.DataFrame({"backend": backend, "world_size": world, "bytes": SIZES[:len(times_s)],
-                         "median_ms": [t * 1e3 for t in times_s], "status": "ok"})
+    return pd.DataFrame(
+        {
+            "backend": backend,
+            "world_size": world,
+            "bytes": SIZES[: len(times_s)],
+            "median_ms": [t * 1e3 for t in times_s],
+            "status": "ok",
+        }
+    )
 
 
 def test_fit_recovers_overhead_and_bandwidth():
@@ -23,7 +30,11 @@ def test_fit_recovers_overhead_and_bandwidth():
     fitted_o, fitted_w, r2 = fit_overhead_bandwidth(SIZES, [o + s / w for s in SIZES])
     assert fitted_o == pytest.approx(o, rel=1e-6) and fitted_w == pytest.approx(w, rel=1e-6) and r2 == pytest.approx(1)
     fit = fit_allreduce(sweep([o + s / w for s in SIZES])).iloc[0]
-    assert fit["status"] == "ok" and fit["overhead_us"] == pytest.approx(20) and fit["bandwidth_gbps"] == pytest.approx(150)
+    assert (
+        fit["status"] == "ok"
+        and fit["overhead_us"] == pytest.approx(20)
+        and fit["bandwidth_gbps"] == pytest.approx(150)
+    )
 
 
 def test_fit_refuses_a_negative_overhead():

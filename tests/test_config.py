@@ -25,13 +25,16 @@ def _with(path, value):
     return config
 
 
-@pytest.mark.parametrize("path, value, named", [
-    (["grids", "full", "e2e", "sizes"], ["small", "huge"], "'huge'"),
-    (["grids", "smoke", "e2e", "warmup_steps"], -1, "warmup_steps"),
-    (["grids", "smoke", "e2e", "measured_steps"], "ten", "measured_steps"),
-    (["grids", "full", "warmup", "context_length"], 0, "context_length"),
-    (["grid"], "medium", "grid"),
-])
+@pytest.mark.parametrize(
+    "path, value, named",
+    [
+        (["grids", "full", "e2e", "sizes"], ["small", "huge"], "'huge'"),
+        (["grids", "smoke", "e2e", "warmup_steps"], -1, "warmup_steps"),
+        (["grids", "smoke", "e2e", "measured_steps"], "ten", "measured_steps"),
+        (["grids", "full", "warmup", "context_length"], 0, "context_length"),
+        (["grid"], "medium", "grid"),
+    ],
+)
 def test_bad_config_is_rejected_naming_the_key(path, value, named):
     with pytest.raises(WorkflowError) as error:
         validate(_with(path, value), SCHEMA)
@@ -61,8 +64,18 @@ def _jobs_per_rule(dry_run_output):
 def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
     """The committed reference grid: the full grid with narrowed world sizes, as a dry run."""
     workdir = copy_pipeline(tmp_path)
-    proc = snakemake(workdir, "-n", "--quiet", "rules", "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"),
-                     "--cores", "1", "report/final.md")
+    proc = snakemake(
+        workdir,
+        "-n",
+        "--quiet",
+        "rules",
+        "--configfile",
+        "config.yaml",
+        str(ROOT / "report/reference/h100.yaml"),
+        "--cores",
+        "1",
+        "report/final.md",
+    )
     counts = _jobs_per_rule(proc.stdout)
     assert counts["e2e"] == "20"  # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each
     assert counts["flash_sweep"] == "8"
@@ -75,10 +88,26 @@ def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
 def test_profile_exclude_drops_the_targets_its_globs_match(tmp_path):
     """profile.exclude takes globs, like e2e.exclude: the excluded targets are not scheduled."""
     workdir = copy_pipeline(tmp_path)
-    (workdir / "narrow.yaml").write_text(yaml.safe_dump(
-        {"grid": "full", "grids": {"full": {"profile": {"exclude": ["results/profile/xl/*", "*/train_step-ctx1024.csv"]}}}}))
-    proc = snakemake(workdir, "-n", "--quiet", "rules", "--configfile", "config.yaml", "narrow.yaml",
-                     "--cores", "1", "report/final.md")
+    (workdir / "narrow.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "grid": "full",
+                "grids": {"full": {"profile": {"exclude": ["results/profile/xl/*", "*/train_step-ctx1024.csv"]}}},
+            }
+        )
+    )
+    proc = snakemake(
+        workdir,
+        "-n",
+        "--quiet",
+        "rules",
+        "--configfile",
+        "config.yaml",
+        "narrow.yaml",
+        "--cores",
+        "1",
+        "report/final.md",
+    )
     counts = _jobs_per_rule(proc.stdout)
     assert counts["profile"] == str(40 - 8 - 4)  # xl's 8 targets, and the other 4 sizes' train step at ctx 1024
 

@@ -8,7 +8,12 @@ import pandas as pd
 import pytest
 
 from lmperf.distributed.accounting import (
-    GB, FFNStack, Mesh, compute_bound_batch, fsdp_bytes_per_device, smallest_fsdp,
+    GB,
+    FFNStack,
+    Mesh,
+    compute_bound_batch,
+    fsdp_bytes_per_device,
+    smallest_fsdp,
 )
 from lmperf.distributed.bucket_model import predict_exposed
 from lmperf.measure.stats import ratio_ci, summarize_ms
@@ -37,19 +42,37 @@ def _train_rows(medians: dict, spread: float = 0.5, n: int = 40, backward: dict 
     for v, ms in medians.items():
         steps = anchor if v == "torch_ddp" else ms + rng.normal(0, spread, n)
         value, low, high = ratio_ci(steps, anchor)
-        rows.append({
-            "variant": v, **summarize_ms(list(steps / 1e3)), "step_times_ms": ";".join(map(str, steps)),
-            "backward_times_ms": ";".join(map(str, (backward or {}).get(v, 60.0) + rng.normal(0, 0.1, n))),
-            "vs_anchor": value if v != "torch_ddp" else 1.0, "vs_anchor_ci95_low": low if v != "torch_ddp" else None,
-            "vs_anchor_ci95_high": high if v != "torch_ddp" else None, "global_batch": 16, "size": "xl",
-            "context_length": 128, "world_size": 2, "backend": "nccl", "device_name": "GPU", "warmup": 5,
-            "min_steps": 20, "max_seconds": 20, "params": 10, "grad_mib": 8192.0, "status": "ok", "note": ""})
+        rows.append(
+            {
+                "variant": v,
+                **summarize_ms(list(steps / 1e3)),
+                "step_times_ms": ";".join(map(str, steps)),
+                "backward_times_ms": ";".join(map(str, (backward or {}).get(v, 60.0) + rng.normal(0, 0.1, n))),
+                "vs_anchor": value if v != "torch_ddp" else 1.0,
+                "vs_anchor_ci95_low": low if v != "torch_ddp" else None,
+                "vs_anchor_ci95_high": high if v != "torch_ddp" else None,
+                "global_batch": 16,
+                "size": "xl",
+                "context_length": 128,
+                "world_size": 2,
+                "backend": "nccl",
+                "device_name": "GPU",
+                "warmup": 5,
+                "min_steps": 20,
+                "max_seconds": 20,
+                "params": 10,
+                "grad_mib": 8192.0,
+                "status": "ok",
+                "note": "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def test_exposed_communication_with_its_ci():
-    rows = ddp_section.exposed(_train_rows({"local": 100.0, "naive": 150.0, "individual": 110.0,
-                                            "torch_ddp": 103.0})).set_index("variant")
+    rows = ddp_section.exposed(
+        _train_rows({"local": 100.0, "naive": 150.0, "individual": 110.0, "torch_ddp": 103.0})
+    ).set_index("variant")
     assert rows.loc["naive", "exposed_ms"] == pytest.approx(50, abs=0.5)
     assert rows.loc["naive", "exposed_low_ms"] < 50 < rows.loc["naive", "exposed_high_ms"]
     assert rows.loc["local", "backward_ms"] == pytest.approx(60, abs=0.1)
@@ -60,8 +83,9 @@ def test_a_difference_inside_its_ci_is_not_claimed():
     joined = "\n".join(ddp_section.render_training(noisy))
     assert "**not resolved at this batch**" in joined and "faster than torch DDP" not in joined
     assert "no share hidden against it is given" in joined  # naive's exposed communication is inside the noise
-    clear = _train_rows({"local": 100.0, "naive": 150.0, "individual": 110.0, "bucketed-100": 101.0,
-                         "torch_ddp": 103.0})
+    clear = _train_rows(
+        {"local": 100.0, "naive": 150.0, "individual": 110.0, "bucketed-100": 101.0, "torch_ddp": 103.0}
+    )
     joined = "\n".join(ddp_section.render_training(clear))
     assert "**bucketed-100**" in joined and "faster than torch DDP" in joined
     hidden = float(re.search(r"hide individual ([\d.]+)%", joined).group(1))
@@ -70,12 +94,27 @@ def test_a_difference_inside_its_ci_is_not_claimed():
 
 def test_bucket_model_prediction_sits_beside_the_measured_exposed_communication():
     o_us, w_gbps = 100.0, 300.0
-    fits = pd.DataFrame([{"backend": "nccl", "world_size": 2, "overhead_us": o_us, "bandwidth_gbps": w_gbps, "r2": 1.0,
-                          "sizes": 11, "status": "ok", "note": ""}])
-    train = _train_rows({"local": 100.0, "naive": 150.0, "bucketed-100": 104.0, "torch_ddp": 103.0},
-                        backward={"local": 60.0})
+    fits = pd.DataFrame(
+        [
+            {
+                "backend": "nccl",
+                "world_size": 2,
+                "overhead_us": o_us,
+                "bandwidth_gbps": w_gbps,
+                "r2": 1.0,
+                "sizes": 11,
+                "status": "ok",
+                "note": "",
+            }
+        ]
+    )
+    train = _train_rows(
+        {"local": 100.0, "naive": 150.0, "bucketed-100": 104.0, "torch_ddp": 103.0}, backward={"local": 60.0}
+    )
     sizes = ddp_section.parameter_bytes("xl", 128)
-    local_backward = float(np.median([float(t) for t in train.set_index("variant").loc["local", "backward_times_ms"].split(";")]))
+    local_backward = float(
+        np.median([float(t) for t in train.set_index("variant").loc["local", "backward_times_ms"].split(";")])
+    )
     expected = predict_exposed("bucketed-100", sizes, local_backward / 1e3, o_us / 1e6, w_gbps * 1e9) * 1e3
     joined = "\n".join(ddp_section.render_training(train, fits))
     line = next(line for line in joined.splitlines() if line.startswith("| bucketed-100"))
@@ -85,18 +124,36 @@ def test_bucket_model_prediction_sits_beside_the_measured_exposed_communication(
 
 def _sharding_row(sharded: bool, optimizer_ms: float, **memory) -> dict:
     times = [optimizer_ms / 1e3] * 10
-    row = {"size": "xl", "world_size": 2, "param_mib": 100.0, "grad_mib": 100.0, "peak_after_build_mib": 100.0,
-           "allocated_before_step_mib": 0.0, "peak_during_step_mib": 0.0, "status": "ok", "note": "",
-           "sharded": sharded, **summarize_ms([0.05] * 10), **summarize_ms(times, prefix="optimizer_"), **memory}
+    row = {
+        "size": "xl",
+        "world_size": 2,
+        "param_mib": 100.0,
+        "grad_mib": 100.0,
+        "peak_after_build_mib": 100.0,
+        "allocated_before_step_mib": 0.0,
+        "peak_during_step_mib": 0.0,
+        "status": "ok",
+        "note": "",
+        "sharded": sharded,
+        **summarize_ms([0.05] * 10),
+        **summarize_ms(times, prefix="optimizer_"),
+        **memory,
+    }
     if sharded:
-        row.update(**summarize_ms([t * 0.6 for t in times], prefix="local_update_"),
-                   **summarize_ms([t * 0.4 for t in times], prefix="broadcast_"))
+        row.update(
+            **summarize_ms([t * 0.6 for t in times], prefix="local_update_"),
+            **summarize_ms([t * 0.4 for t in times], prefix="broadcast_"),
+        )
     return row
 
 
 def test_sharding_section_compares_saved_memory_with_the_state_removed():
-    rows = pd.DataFrame([_sharding_row(False, 10.0, optimizer_state_mib=200.0, allocated_after_step_mib=410.0),
-                         _sharding_row(True, 11.0, optimizer_state_mib=100.0, allocated_after_step_mib=320.0)])
+    rows = pd.DataFrame(
+        [
+            _sharding_row(False, 10.0, optimizer_state_mib=200.0, allocated_after_step_mib=410.0),
+            _sharding_row(True, 11.0, optimizer_state_mib=100.0, allocated_after_step_mib=320.0),
+        ]
+    )
     joined = "\n".join(ddp_section.render_sharding(rows))
     assert "should remove 100 MiB" in joined and "90 MiB lower, **90.0%**" in joined and "**met**" in joined
     assert "from 10.00 ms to 11.00 ms (+1.00 ms)" in joined and "the broadcasts 4.40 ms" in joined

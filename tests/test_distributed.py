@@ -8,7 +8,13 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from lmperf.distributed import (
-    DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer, make_buckets, run_workers,
+    DDPBucketed,
+    DDPFlat,
+    DDPIndividualParameters,
+    DDPNaive,
+    ShardedOptimizer,
+    make_buckets,
+    run_workers,
 )
 
 WORLD = 2
@@ -114,7 +120,9 @@ def test_ddp_matches_single_process_training(ddp_results, model_name, variant):
         got = torch.load(ddp_results / f"{model_name}-{variant}-rank{rank}.pt")
         assert got.keys() == expected.keys()
         for name in expected:
-            torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-6, msg=f"{variant} {name} rank {rank}")
+            torch.testing.assert_close(
+                got[name], expected[name], rtol=1e-5, atol=1e-6, msg=f"{variant} {name} rank {rank}"
+            )
 
 
 def test_bucket_layouts():
@@ -145,8 +153,15 @@ def _sharded_vs_adamw(rank, world, results_dir):
             loss_fn("toy", m(x), y).backward()
             opt.step()
     local = sum(p.numel() for group in sharded.local_optimizer.param_groups for p in group["params"])
-    torch.save({"model": model.state_dict(), "reference": reference.state_dict(), "local": local,
-                "total": sum(p.numel() for p in params)}, results_dir / f"sharded-rank{rank}.pt")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "reference": reference.state_dict(),
+            "local": local,
+            "total": sum(p.numel() for p in params),
+        },
+        results_dir / f"sharded-rank{rank}.pt",
+    )
 
 
 def test_sharded_optimizer_matches_adamw(tmp_path):

@@ -38,11 +38,11 @@ def inputs(batch, n_q, n_k, d, dtype, seed):
 CASES = [  # batch, n_queries, n_keys, d, causal
     (2, 37, 37, 16, True),
     (2, 37, 37, 16, False),
-    (1, 64, 64, 32, True),   # exact tile multiples
+    (1, 64, 64, 32, True),  # exact tile multiples
     (2, 20, 45, 32, False),  # n_queries != n_keys
     (1, 32, 48, 16, False),  # n_queries != n_keys, both tile multiples (unmasked loads)
     (1, 50, 17, 64, False),
-    (1, 33, 33, 80, True),   # the 2.7B model's head size (padded to 128 inside)
+    (1, 33, 33, 80, True),  # the 2.7B model's head size (padded to 128 inside)
 ]
 
 

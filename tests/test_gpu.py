@@ -22,8 +22,13 @@ def _kernels(run) -> int:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower()
-               and "memset" not in e.name.lower())
+    return sum(
+        1
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and "memcpy" not in e.name.lower()
+        and "memset" not in e.name.lower()
+    )
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -43,6 +48,7 @@ def test_graphed_train_step_runs_the_launched_kernels(precision):
 
 def test_graph_replays_train_like_launched_steps():
     """Replays advance the weights exactly as launched steps do (the optimizer's step count on the device)."""
+
     def trained(graphed: bool) -> list[torch.Tensor]:
         model = build_model("nano", 32, CUDA)
         optimizer = make_optimizer("lmperf", model.parameters(), lr=1e-2)
@@ -65,8 +71,15 @@ def test_graph_replays_train_like_launched_steps():
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_every_attention_variant_is_graphed(compiled):
-    spec = BenchmarkSpec("nano", (64,), precision="bf16", compile=compiled, attentions=("naive", "sdpa", "flash_triton"),
-                         warmup_steps=2, budget=Budget(min_steps=5, max_seconds=1))
+    spec = BenchmarkSpec(
+        "nano",
+        (64,),
+        precision="bf16",
+        compile=compiled,
+        attentions=("naive", "sdpa", "flash_triton"),
+        warmup_steps=2,
+        budget=Budget(min_steps=5, max_seconds=1),
+    )
     rows = run_benchmark(spec, device=CUDA)
     assert len(rows) == 9
     for row in rows:

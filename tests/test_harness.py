@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lmperf.measure import Budget, peak_tflops, step_flops, summarize_ms, write_rows
-from lmperf.measure import harness
+from lmperf.measure import Budget, harness, summarize_ms, write_rows
+from lmperf.measure.flops import peak_tflops, step_flops
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.model import model_config
 
@@ -54,11 +54,14 @@ def test_spec_rejects_bad_values():
 
 
 def test_benchmark_rows_are_tidy():
-    spec = BenchmarkSpec("nano", (8, 16), precision="bf16", attentions=("naive", "sdpa"), warmup_steps=1,
-                         budget=Budget(2, max_steps=2))
+    spec = BenchmarkSpec(
+        "nano", (8, 16), precision="bf16", attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2)
+    )
     rows = pd.DataFrame(run_benchmark(spec, device=CPU))
     assert list(zip(rows["context_length"], rows["mode"], rows["attention"])) == [
-        (ctx, mode, attention) for ctx in (8, 16) for mode in ("forward", "forward_backward", "train_step")
+        (ctx, mode, attention)
+        for ctx in (8, 16)
+        for mode in ("forward", "forward_backward", "train_step")
         for attention in ("naive", "sdpa")
     ]
     assert (rows["status"] == "ok").all()
@@ -68,7 +71,15 @@ def test_benchmark_rows_are_tidy():
     # no CUDA graph on a CPU: the graphed value is empty and the note says why
     assert rows["graphed_median_ms"].isna().all()
     assert rows["note"].str.contains("CUDA graphs need a CUDA device").all()
-    for column in ("device_name", "torch_version", "cuda_version", "triton_version", "driver_version", "host", "commit"):
+    for column in (
+        "device_name",
+        "torch_version",
+        "cuda_version",
+        "triton_version",
+        "driver_version",
+        "host",
+        "commit",
+    ):
         assert column in rows.columns
     assert rows["params"].iloc[0] == 32 * 10_000 * 2 + 2 * (4 * 32 * 32 + 3 * 32 * 128 + 2 * 32) + 32
 
@@ -76,8 +87,10 @@ def test_benchmark_rows_are_tidy():
 def test_out_of_memory_becomes_a_row(monkeypatch):
     def exploding_step(mode, *args):
         if mode == "train_step":
+
             def step():
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
             return step
         return lambda: None
 

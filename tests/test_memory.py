@@ -3,8 +3,16 @@
 import pandas as pd
 import pytest
 
-from lmperf.memory_trace import (at_peak, attribute, events_before, events_from_snapshot, largest_allocations, live_bytes,
-                                 our_frame, timeline_series)
+from lmperf.memory_trace import (
+    at_peak,
+    attribute,
+    events_before,
+    events_from_snapshot,
+    largest_allocations,
+    live_bytes,
+    our_frame,
+    timeline_series,
+)
 from lmperf.model import model_config
 from lmperf.report.memory_figures import timeline
 from lmperf.studies import memory
@@ -13,9 +21,11 @@ MiB = 2**20
 
 
 def frames(fn: str):
-    return [{"filename": "/site-packages/torch/nn/functional.py", "line": 10, "name": "linear"},
-            {"filename": "/repo/src/lmperf/model/transformer.py", "line": 42, "name": fn},
-            {"filename": "/repo/src/lmperf/studies/memory.py", "line": 7, "name": "run_step"}]
+    return [
+        {"filename": "/site-packages/torch/nn/functional.py", "line": 10, "name": "linear"},
+        {"filename": "/repo/src/lmperf/model/transformer.py", "line": 42, "name": fn},
+        {"filename": "/repo/src/lmperf/studies/memory.py", "line": 7, "name": "run_step"},
+    ]
 
 
 @pytest.fixture
@@ -23,9 +33,9 @@ def snapshot():
     """A snapshot's shape as torch.cuda.memory._snapshot() returns it, with a known story."""
     trace = [
         {"action": "segment_alloc", "addr": 0, "size": 64 * MiB, "frames": []},
-        {"action": "alloc", "addr": 1, "size": 8 * MiB, "frames": frames("__init__")},   # weights
-        {"action": "alloc", "addr": 2, "size": 2 * MiB, "frames": frames("forward")},    # activation
-        {"action": "alloc", "addr": 3, "size": 16 * MiB, "frames": frames("step")},      # optimizer state
+        {"action": "alloc", "addr": 1, "size": 8 * MiB, "frames": frames("__init__")},  # weights
+        {"action": "alloc", "addr": 2, "size": 2 * MiB, "frames": frames("forward")},  # activation
+        {"action": "alloc", "addr": 3, "size": 16 * MiB, "frames": frames("step")},  # optimizer state
         {"action": "free_requested", "addr": 2, "size": 2 * MiB, "frames": []},
         {"action": "free_completed", "addr": 2, "size": 2 * MiB, "frames": []},
         {"action": "free_completed", "addr": 99, "size": 4 * MiB, "frames": []},  # allocated before the trace
@@ -58,33 +68,62 @@ def test_shape_rules_name_allocations_without_a_frame():
     weight = (cfg.d_model, cfg.d_model)
     logits8 = batch * ctx * cfg.vocab_size * 8
     scores4 = -(-batch * cfg.num_heads * ctx * ctx * 4 // 512) * 512
-    sizes = [cfg.d_model * cfg.d_model * 4, batch * ctx * cfg.d_model * 4, cfg.d_model * cfg.d_model * 4, logits8,
-             scores4, cfg.d_model * cfg.d_model * 4, 4096 * 7]
+    sizes = [
+        cfg.d_model * cfg.d_model * 4,
+        batch * ctx * cfg.d_model * 4,
+        cfg.d_model * cfg.d_model * 4,
+        logits8,
+        scores4,
+        cfg.d_model * cfg.d_model * 4,
+        4096 * 7,
+    ]
     trace = [{"action": "alloc", "addr": i, "size": n, "frames": []} for i, n in enumerate(sizes)]
     scratch = cfg.d_model * cfg.d_model * 4  # made and freed inside the optimizer step
-    trace += [{"action": "alloc", "addr": 99, "size": scratch, "frames": []},
-              {"action": "free_completed", "addr": 99, "size": scratch, "frames": []}]
+    trace += [
+        {"action": "alloc", "addr": 99, "size": scratch, "frames": []},
+        {"action": "free_completed", "addr": 99, "size": scratch, "frames": []},
+    ]
     events = events_from_snapshot({"device_traces": [trace]})
-    phases = pd.DataFrame({"phase": ["model built", "step 1: after forward", "step 1: after backward",
-                                     "step 1: after optimizer step"], "trace_position": [1, 2, 5, 9]})
+    phases = pd.DataFrame(
+        {
+            "phase": ["model built", "step 1: after forward", "step 1: after backward", "step 1: after optimizer step"],
+            "trace_position": [1, 2, 5, 9],
+        }
+    )
     named = attribute(events, phases, cfg, batch, ctx, [weight], "fp32")
     assert list(named["what"][:6]) == [
-        "weight", "residual stream, q, k, v (B·T·d) fp32", "gradient", "logits (B·T·V) int64",
-        "attention scores/probabilities (B·H·T·T) fp32", "optimizer state (first step: AdamW creates m and v)"]
+        "weight",
+        "residual stream, q, k, v (B·T·d) fp32",
+        "gradient",
+        "logits (B·T·V) int64",
+        "attention scores/probabilities (B·H·T·T) fp32",
+        "optimizer state (first step: AdamW creates m and v)",
+    ]
     assert named["what"].iloc[6] == ""  # no rule knows 28,672 bytes here
     assert named["what"].iloc[7] == "optimizer scratch (freed within the step)"
-    assert list(named["category"][:6]) == ["weights", "activations and temporaries", "gradients",
-                                           "activations and temporaries", "activations and temporaries", "optimizer state"]
+    assert list(named["category"][:6]) == [
+        "weights",
+        "activations and temporaries",
+        "gradients",
+        "activations and temporaries",
+        "activations and temporaries",
+        "optimizer state",
+    ]
     peak = at_peak(named, 1)
-    assert peak["trace_peak_bytes"] == sum(sizes) + scratch and peak["gradients"] == sizes[2] and peak["weights"] == sizes[0]
+    assert (
+        peak["trace_peak_bytes"] == sum(sizes) + scratch
+        and peak["gradients"] == sizes[2]
+        and peak["weights"] == sizes[0]
+    )
     top = largest_allocations(named)
     assert top["what"].iloc[0] == "logits (B·T·V) int64"
 
 
 def test_timeline_png_from_the_csv_series(snapshot, tmp_path):
     events = events_from_snapshot(snapshot)
-    phases = pd.DataFrame({"phase": ["model built", "step 1: after forward"], "trace_position": [2, 4],
-                           "stage": ["build", "forward"]})
+    phases = pd.DataFrame(
+        {"phase": ["model built", "step 1: after forward"], "trace_position": [2, 4], "stage": ["build", "forward"]}
+    )
     series = timeline_series(attribute(events, phases, model_config("nano", 16), 2, 16, [(8, 8)], "fp32"))
     assert series.drop(columns=["event", "step"]).sum(axis=1).max() == pytest.approx(26)  # MiB, the trace's peak
     timeline(series, phases, tmp_path / "t.png", title="fixture")
@@ -93,8 +132,22 @@ def test_timeline_png_from_the_csv_series(snapshot, tmp_path):
 
 def test_cpu_fallback_records_the_first_and_the_steady_step(tmp_path):
     out = tmp_path / "fp32-train_step-ctx32.csv"
-    memory.main(["--size", "nano", "--context-length", "32", "--mode", "train_step", "--device", "cpu",
-                 "--steps", "3", "--out", str(out)])
+    memory.main(
+        [
+            "--size",
+            "nano",
+            "--context-length",
+            "32",
+            "--mode",
+            "train_step",
+            "--device",
+            "cpu",
+            "--steps",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     rows = pd.read_csv(out).set_index("state")
     assert list(rows.index) == ["first", "steady"] and list(rows["step"]) == [1, 3]
     assert (rows["profiler"] == "torch_profiler").all() and (rows["status"] == "ok").all()
@@ -105,8 +158,12 @@ def test_cpu_fallback_records_the_first_and_the_steady_step(tmp_path):
     # AdamW's state exists from the second step on: the steady step ends its forward higher than the first did
     assert rows.loc["steady", "after_forward_mib"] > first["after_forward_mib"]
     phases = pd.read_csv(tmp_path / "fp32-train_step-ctx32-phases.csv")
-    assert list(phases["phase"][:4]) == ["model built", "step 1: after forward", "step 1: after backward",
-                                         "step 1: after optimizer step"]
+    assert list(phases["phase"][:4]) == [
+        "model built",
+        "step 1: after forward",
+        "step 1: after backward",
+        "step 1: after optimizer step",
+    ]
     assert len(phases) == 1 + 3 * 3 and phases["trace_position"].is_monotonic_increasing
     assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-allocations.csv")) > 0
     assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-timeline.csv")) > 0
@@ -133,8 +190,12 @@ def test_the_e2e_cross_check_pairs_only_rows_of_one_commit():
 
     point = {"size": "2.7B", "precision": "fp32", "context_length": 512, "mode": "train_step", "status": "ok"}
     memory_rows = pd.DataFrame([{**point, "state": "steady", "allocator_peak_mib": 1010.0, "commit": "a"}])
-    e2e_rows = pd.DataFrame([{**point, "compile": "eager", "attention": "naive", "peak_mem_gib": 1000 / 1024,
-                              "commit": c} for c in ("a", "b")])
+    e2e_rows = pd.DataFrame(
+        [
+            {**point, "compile": "eager", "attention": "naive", "peak_mem_gib": 1000 / 1024, "commit": c}
+            for c in ("a", "b")
+        ]
+    )
     joined = e2e_agreement(memory_rows, e2e_rows)
     assert list(joined["commit"]) == ["a"] and joined["difference"].iloc[0] == pytest.approx(0.01)
     assert e2e_agreement(memory_rows, e2e_rows[e2e_rows["commit"] == "b"]).empty

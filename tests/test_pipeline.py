@@ -2,53 +2,20 @@
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
+import zipfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_pipeline, snakemake
+from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, planned_jobs, snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def planned_jobs(output: str) -> dict[str, int]:
-    """Rule -> job count from a dry run's "Job stats" table; {} when nothing is to be done."""
-    if "Job stats:" not in output:
-        return {}
-    table = output.split("Job stats:", 1)[1]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
-
-
-def dry_run(workdir, *args) -> dict[str, int]:
-    proc = snakemake(workdir, "-n", "report/final.md", *args)
-    return planned_jobs(proc.stdout + proc.stderr)
-
-
-def clone_run(smoke_run, tmp_path):
-    """A copy of the finished smoke run (mtimes and .snakemake metadata kept) to edit freely."""
-    dest = tmp_path / "run"
-    shutil.copytree(smoke_run, dest, symlinks=True)
-    return dest
-
-
-def touch_source(path):
-    """Edit a source file (a comment), as a developer would; its mtime moves past every output."""
-    with open(path, "a") as f:
-        f.write("\n# edited by a test\n")
-    later = time.time() + 5
-    os.utime(path, (later, later))
 
 
 def markdown_tables(text: str, after: str) -> list[list[str]]:
@@ -56,7 +23,7 @@ def markdown_tables(text: str, after: str) -> list[list[str]]:
     lines = text.split(after, 1)[1].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         rows.append([cell.strip() for cell in line.strip("|").split("|")])
@@ -70,10 +37,20 @@ def test_report_tables_are_the_csvs(smoke_run):
     for precision in ("fp32", "bf16"):
         for compile_ in ("eager", "compiled"):
             for size, ctx, *cells in markdown_tables(report, f"**{precision}, {compile_}**"):
-                for mode, launched, graphed in zip(("forward", "forward_backward", "train_step"), cells[::2], cells[1::2]):
-                    row = e2e[(e2e["attention"] == "naive") & (e2e["size"] == size) & (e2e["context_length"] == int(ctx))
-                              & (e2e["precision"] == precision) & (e2e["compile"] == compile_) & (e2e["mode"] == mode)].iloc[0]
-                    median, low, high = (float(x) for x in re.match(r"([\d.]+) \(([\d.]+)–([\d.]+)\)", launched).groups())
+                for mode, launched, graphed in zip(
+                    ("forward", "forward_backward", "train_step"), cells[::2], cells[1::2]
+                ):
+                    row = e2e[
+                        (e2e["attention"] == "naive")
+                        & (e2e["size"] == size)
+                        & (e2e["context_length"] == int(ctx))
+                        & (e2e["precision"] == precision)
+                        & (e2e["compile"] == compile_)
+                        & (e2e["mode"] == mode)
+                    ].iloc[0]
+                    median, low, high = (
+                        float(x) for x in re.match(r"([\d.]+) \(([\d.]+)–([\d.]+)\)", launched).groups()
+                    )
                     assert median == pytest.approx(row["median_ms"], abs=0.005)
                     assert low == pytest.approx(row["ci95_low_ms"], abs=0.005)
                     assert high == pytest.approx(row["ci95_high_ms"], abs=0.005)
@@ -117,7 +94,7 @@ def test_report_tables_are_the_csvs(smoke_run):
     assert "Not measured: memory accounting needs CUDA allocator stats" in report
 
     timing = pd.read_csv(smoke_run / "results/profile_timing.csv").set_index("mode")
-    (_size, _ctx, profiled, e2e_launched, *_), = markdown_tables(report, "(a) forward time")
+    ((_size, _ctx, profiled, e2e_launched, *_),) = markdown_tables(report, "(a) forward time")
     assert float(profiled) == pytest.approx(timing.loc["forward", "profiler_forward_ms"], abs=0.005)
     assert e2e_launched == "—"  # the smoke grid profiles nano at context 32, a point the e2e grid does not time
 
@@ -137,36 +114,6 @@ def test_a_fresh_pipeline_has_nothing_to_do(smoke_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
-    run = clone_run(smoke_run, tmp_path)
-    touch_source(run / "src/lmperf/model/transformer.py")
-    jobs = dry_run(run, "--config", "grid=smoke")
-    assert jobs == {"e2e": 8, "warmup": 16, "profile": 2, "memory": 4, "ddp_train": 1, "ddp_sharding": 1,
-                    "ddp_timeline": 1, "aggregate": 7, "e2e_figures": 1, "ddp_figures": 1, "memory_figure": 4,
-                    "report": 1}
-    assert "precision" not in jobs and "flash_sweep" not in jobs  # need no model
-
-
-def test_editing_plotting_code_reruns_only_figures_and_report(smoke_run, tmp_path):
-    run = clone_run(smoke_run, tmp_path)
-    touch_source(run / "src/lmperf/report/e2e_figures.py")
-    assert dry_run(run, "--config", "grid=smoke") == {"e2e_figures": 1, "report": 1}
-
-
-def test_editing_report_text_reruns_only_the_report(smoke_run, tmp_path):
-    run = clone_run(smoke_run, tmp_path)
-    touch_source(run / "src/lmperf/report/e2e_section.py")
-    assert dry_run(run, "--config", "grid=smoke") == {"report": 1}
-
-
-def test_editing_the_triton_kernel_leaves_naive_targets_alone(smoke_run, tmp_path):
-    run = clone_run(smoke_run, tmp_path)
-    touch_source(run / "src/lmperf/attention/flash_triton.py")
-    # the smoke grid's e2e uses naive and flash_pytorch attention: neither runs the Triton kernel
-    assert dry_run(run, "--config", "grid=smoke") == {"flash_leaderboard": 1, "flash_sweep": 1, "aggregate": 1,
-                                                      "flash_figures": 1, "report": 1}
-
-
 def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
     # e2e: 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts and 3 attentions;
@@ -174,11 +121,29 @@ def test_full_grid_dag(tmp_path):
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
     # DDP: 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
     # profile: 5 sizes x 4 contexts x 2 modes
-    assert jobs == {"e2e": 20, "warmup": 40, "precision": 3, "flash_leaderboard": 1, "flash_sweep": 8,
-                    "allreduce": 6, "attention_sweep": 8, "ddp_train": 2, "ddp_sharding": 1, "ddp_timeline": 1,
-                    "memory": 12, "profile": 40, "aggregate": 10, "e2e_figures": 1, "flash_figures": 1,
-                    "comm_figures": 1, "comm_fit": 1, "attention_figures": 1, "ddp_figures": 1, "memory_figure": 12,
-                    "report": 1}
+    assert jobs == {
+        "e2e": 20,
+        "warmup": 40,
+        "precision": 3,
+        "flash_leaderboard": 1,
+        "flash_sweep": 8,
+        "allreduce": 6,
+        "attention_sweep": 8,
+        "ddp_train": 2,
+        "ddp_sharding": 1,
+        "ddp_timeline": 1,
+        "memory": 12,
+        "profile": 40,
+        "aggregate": 10,
+        "e2e_figures": 1,
+        "flash_figures": 1,
+        "comm_figures": 1,
+        "comm_fit": 1,
+        "attention_figures": 1,
+        "ddp_figures": 1,
+        "memory_figure": 12,
+        "report": 1,
+    }
 
 
 def test_slurm_profile_dry_run(tmp_path):
@@ -199,8 +164,22 @@ def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
     config["grids"]["smoke"]["e2e"].update(ci_halfwidth=1e-9, max_seconds_per_point=10**6)  # runs until killed
     (workdir / "slow.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", "slow.yaml", "--config", "grid=smoke"],
-        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            target,
+            "--configfile",
+            "slow.yaml",
+            "--config",
+            "grid=smoke",
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     log = workdir / "logs/e2e/nano/fp32-eager.log"
     deadline = time.time() + 120
@@ -218,3 +197,27 @@ def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
     snakemake(workdir, "--cores", "1", "--rerun-incomplete", target, "--config", "grid=smoke")
     rows = pd.read_csv(workdir / target)
     assert len(rows) == 6 and set(rows["status"]) == {"ok"}  # 3 modes x the smoke grid's 2 attentions
+
+
+def test_cost_table_is_the_benchmark_files(smoke_run):
+    cost = pd.read_csv(smoke_run / "results/cost.csv")
+    jobs = dry_run_jobs(smoke_run, "--forceall", "--config", "grid=smoke")
+    measuring = {j["rule"] for j in jobs if j["benchmark"]}
+    assert measuring == {j["rule"] for j in jobs if "gpu=" in j["resources"]}  # every rule that holds the GPU
+    assert sorted(cost["job"]) == sorted(j["benchmark"] for j in jobs if j["benchmark"])
+    rows = markdown_tables((smoke_run / "report/final.md").read_text(), "## Cost of this run")
+    for study, jobs, wall_min, _longest, gpu_min in rows:
+        mine = cost[cost["study"] == study]
+        assert int(jobs) == len(mine)
+        assert float(wall_min) == pytest.approx(mine["wall_s"].sum() / 60, abs=0.005)
+        assert float(gpu_min) == pytest.approx((mine["wall_s"] * mine["gpus"]).sum() / 60, abs=0.005)
+    assert sorted(r[0] for r in rows) == sorted(set(cost["study"]))
+
+
+def test_snakemake_report_holds_every_figure_and_the_report(smoke_run, tmp_path):
+    run = clone_run(smoke_run, tmp_path)
+    snakemake(run, "--report", "report/lmperf.zip", "report/final.md", "--config", "grid=smoke")
+    packed = {Path(name).name for name in zipfile.ZipFile(run / "report/lmperf.zip").namelist()}
+    figures = {p.name for p in (run / "report/figures").rglob("*.png")}
+    assert len(figures) == 13  # 9 study figures and 4 memory timelines on the smoke grid
+    assert figures | {"final.md", "report.html"} <= packed

@@ -20,8 +20,24 @@ STEPS = 2
 def tables(tmp_path_factory):
     out = tmp_path_factory.mktemp("profile")
     for mode in ("forward", "train_step"):
-        profile.main(["--size", "nano", "--context-length", "32", "--mode", mode, "--warmup-steps", "1",
-                      "--measured-steps", str(STEPS), "--device", "cpu", "--out", str(out / f"{mode}.csv")])
+        profile.main(
+            [
+                "--size",
+                "nano",
+                "--context-length",
+                "32",
+                "--mode",
+                mode,
+                "--warmup-steps",
+                "1",
+                "--measured-steps",
+                str(STEPS),
+                "--device",
+                "cpu",
+                "--out",
+                str(out / f"{mode}.csv"),
+            ]
+        )
     kernels = pd.concat([pd.read_csv(out / f"{m}.csv") for m in ("forward", "train_step")])
     timing = pd.concat([pd.read_csv(out / f"{m}-timing.csv") for m in ("forward", "train_step")])
     return kernels, timing
@@ -35,7 +51,9 @@ def test_work_is_attributed_to_nested_ranges_of_measured_steps_only(tables):
     assert "aten::exp" in set(kernels.loc[kernels["range"] == "forward/softmax", "kernel"])
     # one matmul per linear layer: 7 per block (q, k, v, o, three SwiGLU) and the LM head, per measured step only
     layers = model_config("nano", 32).num_layers
-    forward = kernels[(kernels["mode"] == "forward") & (kernels["range"] == "forward") & (kernels["kernel"] == "aten::mm")]
+    forward = kernels[
+        (kernels["mode"] == "forward") & (kernels["range"] == "forward") & (kernels["kernel"] == "aten::mm")
+    ]
     assert forward["instances"].item() == STEPS * (7 * layers + 1)
     assert (kernels["profiler"] == "torch.profiler").all() and (kernels["category"] != "").all()
 
@@ -62,7 +80,9 @@ def nsys_stats():
     paths = {name: NSYS_FIXTURE / f"{name}.csv.gz" for name in nsys.REPORTS}
     activities, nvtx_ranges = nsys.read_stats(paths)
     spans = spans_by_name(nvtx_ranges)
-    table = kernel_table(zip(activities["launch"], activities["name"], activities["end"] - activities["start"]), spans, 1)
+    table = kernel_table(
+        zip(activities["launch"], activities["name"], activities["end"] - activities["start"]), spans, 1
+    )
     raw = {name: pd.read_csv(path) for name, path in paths.items()}
     return activities, spans, table, raw
 
@@ -85,8 +105,14 @@ def test_nsys_kernel_table_counts_the_measured_step_only(nsys_stats):
     assert table["instances"].sum() == len(in_step)
     assert table["total_ms"].sum() == pytest.approx(in_step["Duration (ns)"].sum() / 1e6)
     assert len(in_step) < len(gpu) / 2  # the warm-up step (and model set-up) was left out
-    assert set(table["range"]) == {"forward", "forward/attention scores", "forward/softmax", "forward/final matmul",
-                                   "backward", "optimizer step"}
+    assert set(table["range"]) == {
+        "forward",
+        "forward/attention scores",
+        "forward/softmax",
+        "forward/final matmul",
+        "backward",
+        "optimizer step",
+    }
     assert (table.loc[table["range"] == "optimizer step", "category"] == "optimizer").any()
     assert (table.loc[table["range"] == "backward", "category"] == "gemm").any()
 
@@ -106,20 +132,33 @@ def test_nsys_requested_where_there_is_none_names_what_is_missing(monkeypatch):
     assert profile.choose_profiler("auto", torch.device("cpu")) == "torch"
 
 
-@pytest.mark.parametrize("kernel, short", [
-    ("void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<at::native::"
-     "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>>(at::Tensor",
-     "elementwise_kernel [MulFunctor]"),
-    ("void at::native::reduce_kernel<(int)128, (int)4, at::native::ReduceOp<float, at::native::MeanOps<float, float, "
-     "float, float>, unsigned int, float, (int)4, (int)4>>(T3)", "reduce_kernel [MeanOps]"),
-    ("void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)4>, "
-     "at::native::<unnamed>::FusedAdamMathFunctor<float, (int)4>>(T1, T2, T3...)",
-     "multi_tensor_apply_kernel [FusedAdamMathFunctor]"),
-    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)",
-     "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"),
-    ("[CUDA memcpy Device-to-Device]", "[CUDA memcpy Device-to-Device]"),
-    ("aten::mm", "aten::mm"),
-])
+@pytest.mark.parametrize(
+    "kernel, short",
+    [
+        (
+            "void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<at::native::"
+            "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>>(at::Tensor",
+            "elementwise_kernel [MulFunctor]",
+        ),
+        (
+            "void at::native::reduce_kernel<(int)128, (int)4, at::native::ReduceOp<float, "
+            "at::native::MeanOps<float, float, "
+            "float, float>, unsigned int, float, (int)4, (int)4>>(T3)",
+            "reduce_kernel [MeanOps]",
+        ),
+        (
+            "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)4>, "
+            "at::native::<unnamed>::FusedAdamMathFunctor<float, (int)4>>(T1, T2, T3...)",
+            "multi_tensor_apply_kernel [FusedAdamMathFunctor]",
+        ),
+        (
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)",
+            "cutlass_80_simt_sgemm_256x128_8x4_nn_align1",
+        ),
+        ("[CUDA memcpy Device-to-Device]", "[CUDA memcpy Device-to-Device]"),
+        ("aten::mm", "aten::mm"),
+    ],
+)
 def test_kernel_names_are_shortened_to_what_they_do(kernel, short):
     assert profile_section.short_name(kernel) == short
 
@@ -128,8 +167,21 @@ def test_profiler_forward_is_checked_against_the_e2e_study(tables):
     """The check compares with an independent measurement (the e2e study's unprofiled run), so it can fail."""
     kernels, timing = tables
     profiled = timing.set_index("mode").loc["forward", "profiler_forward_ms"]
-    e2e = pd.DataFrame([{"attention": "naive", "precision": "fp32", "compile": "eager", "size": "nano", "context_length": 32,
-                         "mode": "forward", "status": "ok", "median_ms": profiled / 2, "graphed_median_ms": profiled / 4}])
+    e2e = pd.DataFrame(
+        [
+            {
+                "attention": "naive",
+                "precision": "fp32",
+                "compile": "eager",
+                "size": "nano",
+                "context_length": 32,
+                "mode": "forward",
+                "status": "ok",
+                "median_ms": profiled / 2,
+                "graphed_median_ms": profiled / 4,
+            }
+        ]
+    )
     row = profile_section.answers(kernels, timing, e2e).iloc[0]
     assert row["agreement"] == pytest.approx(1.0)  # the profiler's forward is twice the unprofiled median
     text = profile_section.render(kernels, timing, e2e)

@@ -55,9 +55,18 @@ def test_memory_and_ddp_sections_are_rendered_from_the_committed_csvs():
 
 
 def test_memory_and_ddp_slice_is_one_commit_and_meets_its_bars():
-    tables = {name: render.read(MEMORY_DDP / name) for name in (
-        "memory.csv", "memory_allocations.csv", "e2e.csv", "allreduce.csv", "ddp_train.csv", "ddp/sharding.csv",
-        "ddp/timeline.csv")}
+    tables = {
+        name: render.read(MEMORY_DDP / name)
+        for name in (
+            "memory.csv",
+            "memory_allocations.csv",
+            "e2e.csv",
+            "allreduce.csv",
+            "ddp_train.csv",
+            "ddp/sharding.csv",
+            "ddp/timeline.csv",
+        )
+    }
     commits = {c for name, t in tables.items() if "commit" in t for c in t["commit"].unique()}
     assert len(commits) == 1
     from lmperf.report.memory_section import e2e_agreement
@@ -65,8 +74,11 @@ def test_memory_and_ddp_slice_is_one_commit_and_meets_its_bars():
     joined = e2e_agreement(tables["memory.csv"], tables["e2e.csv"]).set_index(["mode", "precision", "context_length"])
     assert abs(joined.loc[("train_step", "fp32", 512), "difference"]) <= 0.05
     allocations = tables["memory_allocations.csv"]
-    top = allocations[(allocations["mode"] == "train_step") & (allocations["precision"] == "fp32")
-                      & (allocations["context_length"] == 512)].head(10)
+    top = allocations[
+        (allocations["mode"] == "train_step")
+        & (allocations["precision"] == "fp32")
+        & (allocations["context_length"] == 512)
+    ].head(10)
     assert top["what"].fillna("").ne("").all()
     nccl = tables["allreduce.csv"][tables["allreduce.csv"]["backend"] == "nccl"]
     assert (nccl["iters"] >= 100).all() and nccl["median_ms"].notna().all()

@@ -11,12 +11,31 @@ ENV = {"device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.11.0", "commi
 
 
 def leaderboard_frame():
-    times = {("ours_triton", "forward"): 2.0, ("ours_triton", "forward_backward"): 5.0,
-             ("sdpa_flash", "forward"): 2.5, ("sdpa_flash", "forward_backward"): 7.0,
-             ("sdpa_cudnn", "forward"): 1.5, ("sdpa_cudnn", "forward_backward"): 4.5}
-    return pd.DataFrame([{"implementation": impl, "pass": pass_, "median_ms": ms, "tflops": 100 / ms,
-                          "rel_diff_vs_sdpa_flash": 1e-3, "warmup_ms": 1000, "rep_ms": 10000,
-                          "status": "ok", "note": "", **ENV} for (impl, pass_), ms in times.items()])
+    times = {
+        ("ours_triton", "forward"): 2.0,
+        ("ours_triton", "forward_backward"): 5.0,
+        ("sdpa_flash", "forward"): 2.5,
+        ("sdpa_flash", "forward_backward"): 7.0,
+        ("sdpa_cudnn", "forward"): 1.5,
+        ("sdpa_cudnn", "forward_backward"): 4.5,
+    }
+    return pd.DataFrame(
+        [
+            {
+                "implementation": impl,
+                "pass": pass_,
+                "median_ms": ms,
+                "tflops": 100 / ms,
+                "rel_diff_vs_sdpa_flash": 1e-3,
+                "warmup_ms": 1000,
+                "rep_ms": 10000,
+                "status": "ok",
+                "note": "",
+                **ENV,
+            }
+            for (impl, pass_), ms in times.items()
+        ]
+    )
 
 
 def sweep_frame():
@@ -24,20 +43,54 @@ def sweep_frame():
     for seq in (1024, 2048):
         for impl in ("ours_triton", "naive"):
             for pass_ in ("forward", "backward", "forward_backward"):
-                rows.append({"implementation": impl, "pass": pass_, "seq": seq, "d": 64, "dtype": "bf16",
-                             "median_ms": seq / 1000 * (2 if impl == "naive" else 1), "tflops": 50.0,
-                             "peak_mem_gib": seq / 1024 * 0.01, "status": "ok", "note": "", **ENV})
-    rows.append({"implementation": "naive", "pass": "forward_backward", "seq": 65536, "d": 64, "dtype": "bf16",
-                 "status": "oom", "note": "CUDA out of memory", **ENV})
-    rows.append({"implementation": "sdpa_flash", "pass": "forward", "seq": 1024, "d": 64, "dtype": "fp32",
-                 "status": "skipped", "note": "No available kernel", **ENV})
+                rows.append(
+                    {
+                        "implementation": impl,
+                        "pass": pass_,
+                        "seq": seq,
+                        "d": 64,
+                        "dtype": "bf16",
+                        "median_ms": seq / 1000 * (2 if impl == "naive" else 1),
+                        "tflops": 50.0,
+                        "peak_mem_gib": seq / 1024 * 0.01,
+                        "status": "ok",
+                        "note": "",
+                        **ENV,
+                    }
+                )
+    rows.append(
+        {
+            "implementation": "naive",
+            "pass": "forward_backward",
+            "seq": 65536,
+            "d": 64,
+            "dtype": "bf16",
+            "status": "oom",
+            "note": "CUDA out of memory",
+            **ENV,
+        }
+    )
+    rows.append(
+        {
+            "implementation": "sdpa_flash",
+            "pass": "forward",
+            "seq": 1024,
+            "d": 64,
+            "dtype": "fp32",
+            "status": "skipped",
+            "note": "No available kernel",
+            **ENV,
+        }
+    )
     return pd.DataFrame(rows)
 
 
 def test_leaderboard_section_states_the_measured_ratios():
     text = flash_section.render(leaderboard_frame(), sweep_frame())
     assert "| ours_triton      | forward + backward | 5.000" in text
-    ratio = float(re.search(r"Forward \+ backward: ours takes 5\.000 ms, ([\d.]+)× the speed of sdpa_flash", text).group(1))
+    ratio = float(
+        re.search(r"Forward \+ backward: ours takes 5\.000 ms, ([\d.]+)× the speed of sdpa_flash", text).group(1)
+    )
     assert ratio == pytest.approx(7.0 / 5.0, abs=0.005)
     assert "faster than it" in text and "slower than it" in text  # faster than flash, slower than cuDNN
 
@@ -52,18 +105,27 @@ def test_sweep_section_tables_memory_and_failures():
 
 def test_sweep_compares_ours_with_the_fastest_other_at_the_longest_sequence():
     frame = sweep_frame()
-    frame.loc[(frame["implementation"] == "naive") & (frame["seq"] == 2048) & (frame["pass"] == "backward"), "median_ms"] = 1.024
+    frame.loc[
+        (frame["implementation"] == "naive") & (frame["seq"] == 2048) & (frame["pass"] == "backward"), "median_ms"
+    ] = 1.024
     text = flash_section.render(leaderboard_frame(), frame)
     # ours 2.048 ms in each pass; naive 4.096 ms, except its backward now 1.024 ms (ours 0.5x its speed)
-    assert ("At seq 2048, ours_triton against the fastest other implementation: forward 2.048 ms against naive's "
-            "4.096 ms (2.00× the speed); backward 2.048 ms against naive's 1.024 ms (0.50× the speed); "
-            "forward + backward 2.048 ms against naive's 4.096 ms (2.00× the speed).") in text
+    assert (
+        "At seq 2048, ours_triton against the fastest other implementation: forward 2.048 ms against naive's "
+        "4.096 ms (2.00× the speed); backward 2.048 ms against naive's 1.024 ms (0.50× the speed); "
+        "forward + backward 2.048 ms against naive's 4.096 ms (2.00× the speed)."
+    ) in text
 
 
 def test_sweep_names_where_timings_are_host_bound():
     times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "sdpa_flash": [1.0, 1.1, 5.0, 20.0], "naive": [1.0, 9.0, 20.0, 40.0]}
-    group = pd.DataFrame([{"implementation": impl, "seq": seq, "median_ms": ms}
-                          for impl, series in times.items() for seq, ms in zip((128, 256, 512, 1024), series)])
+    group = pd.DataFrame(
+        [
+            {"implementation": impl, "seq": seq, "median_ms": ms}
+            for impl, series in times.items()
+            for seq, ms in zip((128, 256, 512, 1024), series)
+        ]
+    )
     # sdpa_flash leaves its floor after 256, ours after 512; naive (not a fused kernel) is not asked
     assert flash_section.host_bound_up_to(group) == 256
     # a time that dips back under the bound after leaving it does not extend the flat region
@@ -111,11 +173,23 @@ def _attention_rows():
                 else:
                     samples = [base] * 10 if precision == "bf16" else [base * f for f in (1.1, 0.9) * 5]
                 ms = sorted(samples)[5]
-                rows.append({"attention": attention, "size": "small", "params": 1e8, "context_length": context,
-                             "precision": precision, "compile": "compiled", "mode": "train_step",
-                             "status": "oom" if oom else "ok", "graphed_median_ms": float("nan") if oom else ms,
-                             "median_ms": float("nan") if oom else ms, "mfu": 0.1, "commit": "abc1234",
-                             "graphed_step_times_ms": "" if oom else ";".join(map(str, samples))})
+                rows.append(
+                    {
+                        "attention": attention,
+                        "size": "small",
+                        "params": 1e8,
+                        "context_length": context,
+                        "precision": precision,
+                        "compile": "compiled",
+                        "mode": "train_step",
+                        "status": "oom" if oom else "ok",
+                        "graphed_median_ms": float("nan") if oom else ms,
+                        "median_ms": float("nan") if oom else ms,
+                        "mfu": 0.1,
+                        "commit": "abc1234",
+                        "graphed_step_times_ms": "" if oom else ";".join(map(str, samples)),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -125,8 +199,11 @@ def test_attention_in_the_model_reports_ratios_with_their_ci_per_regime():
     text = "\n".join(e2e_section._attention_section(_attention_rows()))
     assert "flash_triton bf16 compiled: median 2.00× (1 faster, 0 slower, 0 not resolved of 1)" in text
     assert "flash_triton fp32 compiled: median 1.00× (0 faster, 0 slower, 2 not resolved of 2)" in text
-    assert re.search(r"\| small\s+\| 128\s+\| bf16\s+\| compiled\s+\| flash_triton\s+\| 20\.00\s+\| 10\.00\s+\| "
-                     r"2\.00× \(2\.000–2\.000\)\s+\| yes", text)
+    assert re.search(
+        r"\| small\s+\| 128\s+\| bf16\s+\| compiled\s+\| flash_triton\s+\| 20\.00\s+\| 10\.00\s+\| "
+        r"2\.00× \(2\.000–2\.000\)\s+\| yes",
+        text,
+    )
     assert "| 1024      | bf16" not in text  # naive ran out of memory there: no ratio
 
 
@@ -137,12 +214,15 @@ def test_e2e_figures_draw_only_the_handout_model(tmp_path, monkeypatch):
 
     _attention_rows().to_csv(tmp_path / "e2e.csv", index=False)
     pd.DataFrame([{"size": "small", "mode": "forward", "warmup_steps": 0, "cv": 0.1, "status": "ok"}]).to_csv(
-        tmp_path / "warmup.csv", index=False)
+        tmp_path / "warmup.csv", index=False
+    )
     drawn = {}
     for name in ("time_vs_size", "ratio_vs_size", "bf16_speedup", "host_overhead"):
         monkeypatch.setattr(e2e_figures, name, lambda e2e, path, name=name: drawn.update({name: e2e}))
     monkeypatch.setattr(e2e_figures, "warmup_spread", lambda warmup, path: None)
-    e2e_figures.main(["--e2e", str(tmp_path / "e2e.csv"), "--warmup", str(tmp_path / "warmup.csv"), "--outdir", str(tmp_path)])
+    e2e_figures.main(
+        ["--e2e", str(tmp_path / "e2e.csv"), "--warmup", str(tmp_path / "warmup.csv"), "--outdir", str(tmp_path)]
+    )
     assert set(drawn) == {"time_vs_size", "ratio_vs_size", "bf16_speedup", "host_overhead"}
     for frame in drawn.values():
         assert set(frame["attention"]) == {"naive"} and len(frame) == 4

@@ -10,8 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lmperf.measure import Budget, measure, median_ci, ratio_ci
-from lmperf.measure import harness
+from lmperf.measure import Budget, harness, measure, median_ci, ratio_ci
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.measure.stats import converged, resolved
 from lmperf.model import AdamW
@@ -92,8 +91,12 @@ def test_measure_interleaves_and_drops_a_step_that_runs_out_of_memory():
         calls.append("b")
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    timings = measure({"a": lambda: calls.append("a"), "b": oom, "c": lambda: calls.append("c")}, CPU, warmup_steps=0,
-                      budget=Budget(min_steps=3, max_steps=3))
+    timings = measure(
+        {"a": lambda: calls.append("a"), "b": oom, "c": lambda: calls.append("c")},
+        CPU,
+        warmup_steps=0,
+        budget=Budget(min_steps=3, max_steps=3),
+    )
     assert calls == ["a", "b", "c", "a", "c", "a", "c"]  # A B C rounds; B leaves at its first OOM
     assert isinstance(timings["b"].error, torch.OutOfMemoryError) and not timings["b"].host_s
     assert len(timings["a"].host_s) == len(timings["c"].host_s) == 3
@@ -101,6 +104,7 @@ def test_measure_interleaves_and_drops_a_step_that_runs_out_of_memory():
 
 def test_host_bound_when_launched_exceeds_graphed_by_more_than_ten_percent(monkeypatch):
     """A replay (faked on the CPU by a step that does nothing) much faster than the launched step."""
+
     def fast_replay(step, device, pool=None):
         return lambda: None
 
@@ -155,36 +159,92 @@ def _regime_frame() -> pd.DataFrame:
     """Graphed times built so each regime has its own ratios: a median across regimes would show a
     number that no regime has."""
     backward = {("fp32", "eager"): 3.0, ("fp32", "compiled"): 2.0, ("bf16", "eager"): 4.0, ("bf16", "compiled"): 2.5}
-    forward = {("fp32", "eager"): 10.0, ("fp32", "compiled"): 10 / 1.2, ("bf16", "eager"): 5.0, ("bf16", "compiled"): 10 / 6}
+    forward = {
+        ("fp32", "eager"): 10.0,
+        ("fp32", "compiled"): 10 / 1.2,
+        ("bf16", "eager"): 5.0,
+        ("bf16", "compiled"): 10 / 6,
+    }
     rows = []
     for size, params, scale in (("small", 128_625_408, 1.0), ("medium", 423_183_360, 2.0)):
         for ctx, grow in ((128, 1.0), (256, 1.5)):
             for (precision, compile_), fwd in forward.items():
-                for mode, t in (("forward", fwd), ("forward_backward", fwd * backward[precision, compile_]),
-                                ("train_step", fwd * backward[precision, compile_] + 1.0)):
+                for mode, t in (
+                    ("forward", fwd),
+                    ("forward_backward", fwd * backward[precision, compile_]),
+                    ("train_step", fwd * backward[precision, compile_] + 1.0),
+                ):
                     ms = t * scale * grow
-                    rows.append({
-                        "attention": "naive", "size": size, "params": params, "context_length": ctx, "precision": precision,
-                        "compile": compile_, "mode": mode, "status": "ok", "note": "", "median_ms": 3 * ms,
-                        "ci95_low_ms": 3 * ms, "ci95_high_ms": 3 * ms, "graphed_median_ms": ms, "graphed_ci95_low_ms": ms,
-                        "graphed_ci95_high_ms": ms, "host_bound": True, "host_overhead_ms": 2 * ms, "event_median_ms": 3 * ms,
-                        "graphed_mfu": 0.1, "mfu": 0.03, "peak_tflops": 989.4, "graphed_step_times_ms": f"{ms};{ms}",
-                        "device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.11", "cuda_version": "13.0",
-                        "triton_version": "3.6.0", "driver_version": "580", "commit": "abc", "batch_size": 4,
-                        "optimizer": "lmperf", "matmul_precision": "highest", "warmup_steps": 5, "measured_steps": 10})
+                    rows.append(
+                        {
+                            "attention": "naive",
+                            "size": size,
+                            "params": params,
+                            "context_length": ctx,
+                            "precision": precision,
+                            "compile": compile_,
+                            "mode": mode,
+                            "status": "ok",
+                            "note": "",
+                            "median_ms": 3 * ms,
+                            "ci95_low_ms": 3 * ms,
+                            "ci95_high_ms": 3 * ms,
+                            "graphed_median_ms": ms,
+                            "graphed_ci95_low_ms": ms,
+                            "graphed_ci95_high_ms": ms,
+                            "host_bound": True,
+                            "host_overhead_ms": 2 * ms,
+                            "event_median_ms": 3 * ms,
+                            "graphed_mfu": 0.1,
+                            "mfu": 0.03,
+                            "peak_tflops": 989.4,
+                            "graphed_step_times_ms": f"{ms};{ms}",
+                            "device_name": "NVIDIA H100 80GB HBM3",
+                            "torch_version": "2.11",
+                            "cuda_version": "13.0",
+                            "triton_version": "3.6.0",
+                            "driver_version": "580",
+                            "commit": "abc",
+                            "batch_size": 4,
+                            "optimizer": "lmperf",
+                            "matmul_precision": "highest",
+                            "warmup_steps": 5,
+                            "measured_steps": 10,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
 def test_no_sentence_takes_a_median_across_precisions_or_compile_modes():
-    warmup = pd.DataFrame(columns=["size", "mode", "warmup_steps", "status", "median_ms", "cv", "first_step_ms",
-                                   "step_times_ms", "context_length", "commit"])
+    warmup = pd.DataFrame(
+        columns=[
+            "size",
+            "mode",
+            "warmup_steps",
+            "status",
+            "median_ms",
+            "cv",
+            "first_step_ms",
+            "step_times_ms",
+            "context_length",
+            "commit",
+        ]
+    )
     text = e2e_section.render(_regime_frame(), warmup)
     prose = "\n".join(line for line in text.splitlines() if not line.startswith("|"))
     # forward+backward over forward, per regime
-    for regime, value in (("fp32 eager", "3.00"), ("fp32 compiled", "2.00"), ("bf16 eager", "4.00"), ("bf16 compiled", "2.50")):
+    for regime, value in (
+        ("fp32 eager", "3.00"),
+        ("fp32 compiled", "2.00"),
+        ("bf16 eager", "4.00"),
+        ("bf16 compiled", "2.50"),
+    ):
         assert f"{regime} {value}×" in prose
     # bf16 speed-up per compile mode (2x eager, 6x compiled), compile speed-up per precision (1.2x fp32, 3x bf16)
-    assert "forward, eager: the bf16 speed-up is 2.00×" in prose and "forward, compiled: the bf16 speed-up is 5.00×" in prose
+    assert (
+        "forward, eager: the bf16 speed-up is 2.00×" in prose
+        and "forward, compiled: the bf16 speed-up is 5.00×" in prose
+    )
     assert "forward, fp32: the torch.compile speed-up is 1.20×" in prose
     assert "forward, bf16: the torch.compile speed-up is 3.00×" in prose
     # the cross-regime medians appear nowhere: 2.75 (backward), 3.50 (bf16), 2.10 (compile)
@@ -200,12 +260,20 @@ def test_physics_violations_are_found():
     from lmperf.report.e2e_analysis import physics_violations
 
     frame = _regime_frame()
-    bad = (frame["size"] == "medium") & (frame["context_length"] == 256) & (frame["mode"] == "train_step") \
-        & (frame["precision"] == "fp32") & (frame["compile"] == "eager")
+    bad = (
+        (frame["size"] == "medium")
+        & (frame["context_length"] == 256)
+        & (frame["mode"] == "train_step")
+        & (frame["precision"] == "fp32")
+        & (frame["compile"] == "eager")
+    )
     frame.loc[bad, "graphed_median_ms"] = 1.0  # faster than its own forward+backward and than a shorter context
     kinds = set(physics_violations(frame)["kind"])
-    assert kinds == {"train_step < forward_backward", "train_step falls as context_length grows",
-                     "train_step falls as params grows"}
+    assert kinds == {
+        "train_step < forward_backward",
+        "train_step falls as context_length grows",
+        "train_step falls as params grows",
+    }
 
 
 def test_speedups_pair_only_rows_of_one_commit():

@@ -41,8 +41,15 @@ def events_from_profiler(function_events) -> pd.DataFrame:
     for e in sorted(function_events, key=lambda e: e.time_range.start):
         delta = e.self_cpu_memory_usage if e.name != "[memory]" else e.cpu_memory_usage
         if delta > 0:
-            rows.append({"action": "alloc", "addr": f"op{e.id}", "size": delta, "frame": f"op {e.name}",
-                         "start_us": e.time_range.start})
+            rows.append(
+                {
+                    "action": "alloc",
+                    "addr": f"op{e.id}",
+                    "size": delta,
+                    "frame": f"op {e.name}",
+                    "start_us": e.time_range.start,
+                }
+            )
         elif delta < 0:
             rows.append({"action": "free", "addr": None, "size": -delta, "frame": "", "start_us": e.time_range.start})
     return pd.DataFrame(rows, columns=["action", "addr", "size", "frame", "start_us"])
@@ -55,8 +62,15 @@ def events_from_snapshot(snapshot: dict, device: int = 0) -> pd.DataFrame:
     for index, entry in enumerate(snapshot["device_traces"][device]):
         action = {"alloc": "alloc", "free_completed": "free"}.get(entry["action"])
         if action:
-            rows.append({"action": action, "addr": entry["addr"], "size": entry["size"],
-                         "frame": our_frame(entry.get("frames")) if action == "alloc" else "", "trace_index": index})
+            rows.append(
+                {
+                    "action": action,
+                    "addr": entry["addr"],
+                    "size": entry["size"],
+                    "frame": our_frame(entry.get("frames")) if action == "alloc" else "",
+                    "trace_index": index,
+                }
+            )
     return pd.DataFrame(rows, columns=["action", "addr", "size", "frame", "trace_index"])
 
 
@@ -105,8 +119,9 @@ def largest_allocations(events: pd.DataFrame, top_fraction: float = 0.10) -> pd.
     top = allocs[allocs["size"] >= threshold]
     grouped = top.groupby(["size", "what", "frame"], dropna=False).size().reset_index(name="count")
     grouped["size_mib"] = grouped["size"] / 2**20
-    return (grouped.sort_values(["size", "count"], ascending=False)[["size_mib", "what", "frame", "count"]]
-            .reset_index(drop=True))
+    return grouped.sort_values(["size", "count"], ascending=False)[["size_mib", "what", "frame", "count"]].reset_index(
+        drop=True
+    )
 
 
 # --- what an allocation is ---------------------------------------------------------------------------
@@ -128,8 +143,10 @@ def shape_names(cfg, batch: int, context: int, parameter_shapes: list[tuple[int,
         "attention scores/probabilities (B·H·T·T)": (b * h * t * t, (1, 2, 4, 8)),
         "residual stream, q, k, v (B·T·d)": (b * t * d, (2, 4)),
         "FFN hidden (B·T·d_ff)": (b * t * f, (2, 4)),
-        **{f"parameter-sized ({'×'.join(map(str, shape))})": (_numel(shape), (2, 4))
-           for shape in sorted(set(parameter_shapes))},
+        **{
+            f"parameter-sized ({'×'.join(map(str, shape))})": (_numel(shape), (2, 4))
+            for shape in sorted(set(parameter_shapes))
+        },
     }
     names: dict[int, list[str]] = {}
     for name, (numel, widths) in tensors.items():
@@ -173,29 +190,42 @@ def label_stages(events: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
     return events.assign(step=step, stage=stage)
 
 
-def what(size: int, step: int, stage: str, names: dict[int, list[str]], parameter_bytes: set[int],
-         precision: str) -> str:
+def what(
+    size: int, step: int, stage: str, names: dict[int, list[str]], parameter_bytes: set[int], precision: str
+) -> str:
     """What one allocation is, from its size and where it was made; "" when no rule knows."""
     if size in parameter_bytes:  # an fp32 parameter's size: its role follows from the stage
         role = {"build": "weight", "backward": "gradient", "optimizer step": "optimizer state"}.get(stage)
         if role:
             return role + (" (first step: AdamW creates m and v)" if role == "optimizer state" and step == 1 else "")
     matches = names.get(size, [])
-    if precision == "bf16" and stage == "forward" and any(m.startswith("parameter-sized") and m.endswith("bf16")
-                                                          for m in matches):
+    if (
+        precision == "bf16"
+        and stage == "forward"
+        and any(m.startswith("parameter-sized") and m.endswith("bf16") for m in matches)
+    ):
         return "bf16 copy of a weight (autocast's cast cache)"
     return " or ".join(matches)
 
 
-def attribute(events: pd.DataFrame, phases: pd.DataFrame, cfg, batch: int, context: int,
-              parameter_shapes: list[tuple[int, ...]], precision: str) -> pd.DataFrame:
+def attribute(
+    events: pd.DataFrame,
+    phases: pd.DataFrame,
+    cfg,
+    batch: int,
+    context: int,
+    parameter_shapes: list[tuple[int, ...]],
+    precision: str,
+) -> pd.DataFrame:
     """The events with ``step``, ``stage``, ``what`` (shape rules) and ``category`` (for the
     memory budget: weights, optimizer state, gradients, activations and temporaries)."""
     events = label_stages(events, phases)
     names = shape_names(cfg, batch, context, parameter_shapes)
     parameter_bytes = {_rounded(_numel(s) * 4) for s in parameter_shapes}
-    events["what"] = [what(s, st, sg, names, parameter_bytes, precision) if a == "alloc" else ""
-                      for a, s, st, sg in zip(events["action"], events["size"], events["step"], events["stage"])]
+    events["what"] = [
+        what(s, st, sg, names, parameter_bytes, precision) if a == "alloc" else ""
+        for a, s, st, sg in zip(events["action"], events["size"], events["step"], events["stage"])
+    ]
     # optimizer-state-sized blocks freed before their optimizer step ends are its scratch (sqrt(v), ...)
     temporary = freed_within_stage(events)
     scratch = temporary & events["what"].str.startswith("optimizer state")
@@ -207,8 +237,9 @@ def attribute(events: pd.DataFrame, phases: pd.DataFrame, cfg, batch: int, conte
 def freed_within_stage(events: pd.DataFrame) -> pd.Series:
     """For each alloc event: is its block freed in the same (step, stage) that made it?"""
     made, out = {}, pd.Series(False, index=events.index)
-    for index, action, addr, step, stage in zip(events.index, events["action"], events["addr"], events["step"],
-                                                events["stage"]):
+    for index, action, addr, step, stage in zip(
+        events.index, events["action"], events["addr"], events["step"], events["stage"]
+    ):
         if action == "alloc":
             made[addr] = (index, step, stage)
         elif addr in made:
@@ -237,8 +268,11 @@ def at_peak(events: pd.DataFrame, step: int) -> dict:
     if not in_step.any():
         return {}
     peak_index = total[in_step].idxmax()
-    return {"trace_peak_bytes": int(total[peak_index]), "peak_stage": events.loc[peak_index, "stage"],
-            **{c: int(live.loc[peak_index, c]) if c in live else 0 for c in CATEGORIES}}
+    return {
+        "trace_peak_bytes": int(total[peak_index]),
+        "peak_stage": events.loc[peak_index, "stage"],
+        **{c: int(live.loc[peak_index, c]) if c in live else 0 for c in CATEGORIES},
+    }
 
 
 def timeline_series(events: pd.DataFrame, max_points: int = 2000) -> pd.DataFrame:

@@ -30,17 +30,22 @@ def autocast_context(precision: str, device: torch.device) -> AbstractContextMan
     return nullcontext()
 
 
-def build_model(size: str, context_length: int, device: torch.device, attention: str = "naive", seed: int = 0) -> TransformerLM:
+def build_model(
+    size: str, context_length: int, device: torch.device, attention: str = "naive", seed: int = 0
+) -> TransformerLM:
     """The handout's model of ``size`` with room for ``context_length``, initialized from ``seed``."""
     torch.manual_seed(seed)
     return TransformerLM(model_config(size, context_length), attention=get_attention(attention), device=device)
 
 
-def random_batch(vocab_size: int, batch_size: int, context_length: int, device: torch.device,
-                 seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def random_batch(
+    vocab_size: int, batch_size: int, context_length: int, device: torch.device, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random token ids and targets of shape (batch, context), the same for a given seed."""
     generator = torch.Generator().manual_seed(seed)
-    tokens, targets = (torch.randint(0, vocab_size, (batch_size, context_length), generator=generator) for _ in range(2))
+    tokens, targets = (
+        torch.randint(0, vocab_size, (batch_size, context_length), generator=generator) for _ in range(2)
+    )
     return tokens.to(device), targets.to(device)
 
 
@@ -67,9 +72,17 @@ def compile_blocks(model: TransformerLM) -> None:
         block.compile(dynamic=False)
 
 
-def make_step(mode: str, model: torch.nn.Module, optimizer, tokens: torch.Tensor, targets: torch.Tensor, precision: str,
-              device: torch.device, phase: Phase = profiled_range,
-              after_backward: Callable[[], None] | None = None) -> Callable[[], None]:
+def make_step(
+    mode: str,
+    model: torch.nn.Module,
+    optimizer,
+    tokens: torch.Tensor,
+    targets: torch.Tensor,
+    precision: str,
+    device: torch.device,
+    phase: Phase = profiled_range,
+    after_backward: Callable[[], None] | None = None,
+) -> Callable[[], None]:
     """The work of one step of ``mode``; 'forward' is inference (no autograd graph kept).
 
     ``phase(name)`` wraps the forward, backward and optimizer phases: profiler ranges by default,

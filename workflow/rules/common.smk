@@ -1,11 +1,17 @@
 # Helpers shared by every study: the grid in force, code dependencies, wildcard constraints.
+import ast
 import fnmatch
+import functools
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
 
 
 def gpu_visible():
@@ -25,19 +31,92 @@ GRID = config["grids"][GRID_NAME]
 E2E = GRID["e2e"]
 WARMUP = GRID["warmup"]
 
-# Jobs run `python -m lmperf...` with the interpreter that runs Snakemake and the package from src/,
-# installed or not.
-PYTHON = sys.executable
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath("src"), os.environ.get("PYTHONPATH")]))
+# Every job runs `python -m lmperf...`: the interpreter that runs Snakemake, put first on PATH, with
+# the package imported from src/, installed or not. Bash in strict mode, as Snakemake's own default.
+# (Snakemake formats the prefix: {{ }} are literal braces.)
+INTERPRETER_DIR = os.path.dirname(sys.executable)
+if not shutil.which("python", path=INTERPRETER_DIR):
+    raise WorkflowError(f"jobs run `python`, but {INTERPRETER_DIR} has none: run Snakemake from a virtual environment")
+shell.prefix(
+    f"set -euo pipefail; export PATH={shlex.quote(INTERPRETER_DIR)}:$PATH"
+    f" PYTHONPATH={shlex.quote(os.path.abspath('src'))}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+)
 
 
-def code(*parts):
-    """Source files a target depends on: package subfolders ('model') or files ('studies/e2e.py')."""
-    files = []
-    for part in parts:
-        path = os.path.join("src/lmperf", part)
-        files += sorted(glob.glob(os.path.join(path, "*.py"))) if os.path.isdir(path) else [path]
-    return files
+def module_file(name):
+    """src/ path of an lmperf module or package ("lmperf.model" -> src/lmperf/model/__init__.py), or None."""
+    path = Path("src", *name.split("."))
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def outside_functions(node):
+    """The nodes that run when a module is imported: all but the bodies of functions."""
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield child
+            yield from outside_functions(child)
+
+
+@functools.cache
+def imported_modules(name, everywhere):
+    """The lmperf modules that module ``name`` imports, with their parent packages (which import runs too).
+
+    everywhere=False reads only the imports that run on import; True also those inside functions.
+    """
+    tree = ast.parse(module_file(name).read_text(), filename=str(module_file(name)))
+    found = set()
+    for node in ast.walk(tree) if everywhere else outside_functions(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]  # a name may be a module
+        else:
+            continue
+        for full in names:
+            parts = full.split(".")
+            found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1) if parts[0] == "lmperf")
+    return frozenset(m for m in found if module_file(m))
+
+
+def code(*entry_points):
+    """Source files that running these lmperf modules executes, found by reading their imports (AST, no torch).
+
+    An entry point's every import counts, its functions' included: its main() runs them. What it
+    imports counts with the imports that run on import, transitively. So a lazy import inside a
+    library function (the Triton kernel, in lmperf.attention) is not a dependency of every model
+    target; a study that runs it names that module as an entry point.
+    """
+    unknown = [name for name in entry_points if not module_file(name)]
+    if unknown:
+        raise ValueError(f"code(): no module {', '.join(unknown)} under src/")
+    seen = set(entry_points)
+    parents = [".".join(name.split(".")[:i]) for name in entry_points for i in range(1, name.count(".") + 1)]
+    todo = parents + [module for name in entry_points for module in imported_modules(name, everywhere=True)]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += imported_modules(name, everywhere=False)
+    return sorted(str(module_file(name)) for name in seen)
+
+
+def attention_modules(names):
+    """The modules of these attention variants (sdpa has none: it lives in lmperf.attention itself), so an
+    edit to the Triton kernel reruns only the targets that time it."""
+    return [f"lmperf.attention.{name}" for name in names if module_file(f"lmperf.attention.{name}")]
+
+
+def allreduce_gpus(backend, world):
+    """NCCL holds a GPU per rank; gloo's CPU ranks hold the one GPU token, so no measurement overlaps them."""
+    return int(world) if backend == "nccl" else 1
+
+
+def figure(name, categories):
+    """report/figures/<name>.png as a `snakemake --report` item: its caption is workflow/report/<name>.rst."""
+    return report(f"report/figures/{name}.png", caption=f"../report/{name}.rst", category=categories[name])
 
 
 def excluding(targets, patterns):

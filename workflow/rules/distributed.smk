@@ -4,32 +4,32 @@
 
 ALLREDUCE = GRID["allreduce"]
 ALLREDUCE_TARGETS = [
-    f"results/allreduce/{backend}-n{n}.csv"
-    for backend in ("gloo", "nccl")
-    for n in ALLREDUCE[f"{backend}_world_sizes"]
+    f"results/allreduce/{backend}-n{n}.csv" for backend in ("gloo", "nccl") for n in ALLREDUCE[f"{backend}_world_sizes"]
 ]
 
 
 rule allreduce:
     input:
-        code("measure", "distributed", "studies/allreduce.py"),
+        code("lmperf.studies.allreduce"),
     output:
         "results/allreduce/{backend}-n{world}.csv",
     log:
         "logs/allreduce/{backend}-n{world}.log",
+    benchmark:
+        "benchmarks/allreduce/{backend}-n{world}.tsv"
     wildcard_constraints:
         backend="gloo|nccl",
         world=r"\d+",
+    resources:
+        gpu=lambda wc: allreduce_gpus(wc.backend, wc.world),
     params:
         min_bytes=ALLREDUCE["min_bytes"],
         max_bytes=lambda wc: ALLREDUCE["max_bytes"] if wc.backend == "nccl" else ALLREDUCE["gloo_max_bytes"],
         step_factor=ALLREDUCE["step_factor"],
         warmup=ALLREDUCE["warmup"],
         iters=ALLREDUCE["iters"],
-    resources:
-        gpu=lambda wc: int(wc.world) if wc.backend == "nccl" else 1,
     shell:
-        "{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={wildcards.world}"
+        "python -m torch.distributed.run --standalone --nproc_per_node={wildcards.world}"
         " -m lmperf.studies.allreduce --backend {wildcards.backend} --min-bytes {params.min_bytes}"
         " --max-bytes {params.max_bytes} --step-factor {params.step_factor}"
         " --warmup {params.warmup} --iters {params.iters} --out {output} > {log} 2>&1"
@@ -38,13 +38,13 @@ rule allreduce:
 rule comm_fit:
     input:
         allreduce="results/allreduce.csv",
-        code=code("distributed/bucket_model.py", "distributed/ddp.py", "measure/rows.py"),
+        code=code("lmperf.distributed.bucket_model"),
     output:
         "results/comm_fit.csv",
     log:
         "logs/comm_fit.log",
     shell:
-        "{PYTHON} -m lmperf.distributed.bucket_model --allreduce {input.allreduce} --out {output} > {log} 2>&1"
+        "python -m lmperf.distributed.bucket_model --allreduce {input.allreduce} --out {output} > {log} 2>&1"
 
 
 # Data-parallel training: the DDP variants side by side, optimizer state sharding, a kernel timeline.
@@ -52,8 +52,8 @@ rule comm_fit:
 # gloo on CPU processes (the smoke grid's tiny model), and the rows say which backend ran.
 DDP = GRID["ddp"]
 DDP_TRAIN_TARGETS = expand("results/ddp/train-b{batch}.csv", batch=DDP["global_batches"])
-DDP_CODE = code("distributed", "measure", "model", "training.py", "attention/__init__.py", "attention/naive.py",
-                "studies/ddp.py", "ranges.py")
+DDP_TARGETS = DDP_TRAIN_TARGETS + ["results/ddp/sharding.csv", "results/ddp/timeline.csv"]
+# Every ddp.* key the three rules share, as params: an edit reruns them (Snakemake's params trigger).
 DDP_PARAMS = {
     "world": DDP["world_size"],
     "size": DDP["size"],
@@ -62,61 +62,68 @@ DDP_PARAMS = {
     "steps": DDP["steps"],
     "max_seconds": DDP["max_seconds"],
 }
-TORCHRUN = "{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp"
-DDP_ARGS = (
-    "--size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
-    " --max-seconds {params.max_seconds}"
-)
 
 
 rule ddp_train:
     input:
-        DDP_CODE,
+        code("lmperf.studies.ddp"),
     output:
         "results/ddp/train-b{batch}.csv",
     log:
         "logs/ddp/train-b{batch}.log",
+    benchmark:
+        "benchmarks/ddp/train-b{batch}.tsv"
     wildcard_constraints:
         batch=r"\d+",
+    resources:
+        gpu=DDP["world_size"],
     params:
         **DDP_PARAMS,
         variants=",".join(DDP["variants"]),
-    resources:
-        gpu=DDP["world_size"],
     shell:
-        TORCHRUN + " train " + DDP_ARGS + " --global-batch {wildcards.batch} --variants {params.variants}"
+        "python -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp train"
+        " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
+        " --max-seconds {params.max_seconds} --global-batch {wildcards.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"
 
 
 rule ddp_sharding:
     input:
-        DDP_CODE,
+        code("lmperf.studies.ddp"),
     output:
         "results/ddp/sharding.csv",
     log:
         "logs/ddp/sharding.log",
+    benchmark:
+        "benchmarks/ddp/sharding.tsv"
+    resources:
+        gpu=DDP["world_size"],
     params:
         **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
-    resources:
-        gpu=DDP["world_size"],
     shell:
-        TORCHRUN + " sharding " + DDP_ARGS + " --global-batch {params.batch} --out {output} > {log} 2>&1"
+        "python -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp sharding"
+        " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
+        " --max-seconds {params.max_seconds} --global-batch {params.batch} --out {output} > {log} 2>&1"
 
 
 rule ddp_timeline:
     input:
-        DDP_CODE,
+        code("lmperf.studies.ddp"),
     output:
         "results/ddp/timeline.csv",
     log:
         "logs/ddp/timeline.log",
+    benchmark:
+        "benchmarks/ddp/timeline.tsv"
+    resources:
+        gpu=DDP["world_size"],
     params:
         **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
-    resources:
-        gpu=DDP["world_size"],
     shell:
-        TORCHRUN + " timeline " + DDP_ARGS + " --global-batch {params.batch} --variants {params.variants}"
+        "python -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp timeline"
+        " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
+        " --max-seconds {params.max_seconds} --global-batch {params.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"

@@ -1,22 +1,6 @@
 # End-to-end benchmarks: one target (one process) per (size, precision, compile), sweeping the grid's
 # context lengths and timing its attention variants interleaved on one model inside.
 
-E2E_CODE = code("model", "attention/__init__.py", "measure", "ranges.py", "training.py", "studies/__init__.py",
-                "studies/e2e.py")
-
-# Each attention variant's own source, so an edit to the Triton kernel reruns only targets that time it.
-ATTENTION_SOURCES = {
-    "naive": ["naive.py"],
-    "annotated": ["annotated.py", "naive.py"],
-    "flash_triton": ["flash_triton.py", "flash_pytorch.py"],
-    "flash_pytorch": ["flash_pytorch.py"],
-    "sdpa": [],
-}
-
-
-def attention_code(attentions):
-    return E2E_CODE + code(*sorted({f"attention/{f}" for a in attentions for f in ATTENTION_SOURCES[a]}))
-
 
 # The product of the grid's dimensions, less any target matching a glob of e2e.exclude (for example
 # "results/e2e/*/fp32-*" to time bf16 only).
@@ -41,11 +25,15 @@ WARMUP_TARGETS = expand(
 
 rule e2e:
     input:
-        attention_code(E2E["attention"]),
+        code("lmperf.studies.e2e", *attention_modules(E2E["attention"])),
     output:
         "results/e2e/{size}/{precision}-{compile}.csv",
     log:
         "logs/e2e/{size}/{precision}-{compile}.log",
+    benchmark:
+        "benchmarks/e2e/{size}/{precision}-{compile}.tsv"
+    resources:
+        gpu=1,
     params:
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
         attention=",".join(E2E["attention"]),
@@ -56,10 +44,8 @@ rule e2e:
         measured_steps=E2E["measured_steps"],
         ci_halfwidth=E2E["ci_halfwidth"],
         max_seconds=E2E["max_seconds_per_point"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
+        "python -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
         " --precision {wildcards.precision} {params.compile_flag} --attention {params.attention}"
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
@@ -71,19 +57,21 @@ rule warmup:
     """Each (size, mode, warm-up count) in several fresh processes, so warm-up 0 really starts cold
     and the spread across processes separates what the first steps cost from host jitter."""
     input:
-        attention_code(["naive"]),
+        code("lmperf.studies.e2e", "lmperf.attention.naive"),
     output:
         "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
     log:
         "logs/warmup/{size}/{mode}/w{warmup}-p{process}.log",
+    benchmark:
+        "benchmarks/warmup/{size}/{mode}/w{warmup}-p{process}.tsv"
+    resources:
+        gpu=1,
     params:
         ctx=WARMUP["context_length"],
         measured_steps=WARMUP["measured_steps"],
         batch_size=E2E["batch_size"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
+        "python -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
         " --modes {wildcards.mode} --batch-size {params.batch_size} --no-graph --max-seconds 0"
         " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"
         " --out {output} > {log} 2>&1"

@@ -2,8 +2,6 @@
 # on a CPU each target is a row with status "skipped".
 
 FLASH = GRID["flash"]
-FLASH_CODE = code("attention", "measure", "studies/flash.py")
-
 FLASH_SWEEP_TARGETS = expand(
     "results/flash/sweep/{dtype}-d{d}.csv", dtype=FLASH["sweep"]["dtypes"], d=FLASH["sweep"]["head_dims"]
 )
@@ -11,40 +9,44 @@ FLASH_SWEEP_TARGETS = expand(
 
 rule flash_leaderboard:
     input:
-        FLASH_CODE,
+        code("lmperf.studies.flash"),
     output:
         "results/flash/leaderboard.csv",
     log:
         "logs/flash/leaderboard.log",
+    benchmark:
+        "benchmarks/flash/leaderboard.tsv"
+    resources:
+        gpu=1,
     params:
         warmup_ms=FLASH["leaderboard"]["warmup_ms"],
         rep_ms=FLASH["leaderboard"]["rep_ms"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.flash leaderboard --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms}"
+        "python -m lmperf.studies.flash leaderboard --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms}"
         " --out {output} > {log} 2>&1"
 
 
 rule flash_sweep:
     input:
-        FLASH_CODE,
+        code("lmperf.studies.flash"),
     output:
         "results/flash/sweep/{dtype}-d{d}.csv",
     log:
         "logs/flash/sweep/{dtype}-d{d}.log",
+    benchmark:
+        "benchmarks/flash/sweep/{dtype}-d{d}.tsv"
     wildcard_constraints:
         dtype="bf16|fp32",
         d=r"\d+",
+    resources:
+        gpu=1,
     params:
         seq_lengths=",".join(map(str, FLASH["sweep"]["seq_lengths"])),
         implementations=",".join(FLASH["sweep"]["implementations"]),
         warmup_ms=FLASH["sweep"]["warmup_ms"],
         rep_ms=FLASH["sweep"]["rep_ms"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
+        "python -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
         " --seq-lengths {params.seq_lengths} --implementations {params.implementations}"
         " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --out {output} > {log} 2>&1"
 
@@ -56,22 +58,24 @@ ATTENTION_SWEEP_TARGETS = expand("results/attention/{compile}-d{d}.csv", compile
 
 rule attention_sweep:
     input:
-        code("attention/__init__.py", "attention/naive.py", "attention/accounting.py", "measure", "studies/attention_sweep.py"),
+        code("lmperf.studies.attention_sweep"),
     output:
         "results/attention/{compile}-d{d}.csv",
     log:
         "logs/attention/{compile}-d{d}.log",
+    benchmark:
+        "benchmarks/attention/{compile}-d{d}.tsv"
     wildcard_constraints:
         d=r"\d+",
+    resources:
+        gpu=1,
     params:
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
         seq_lengths=",".join(map(str, ATTN["seq_lengths"])),
         batch=ATTN["batch"],
         steps=ATTN["steps"],
         warmup=ATTN["warmup"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.attention_sweep --d {wildcards.d} --seq-lengths {params.seq_lengths}"
+        "python -m lmperf.studies.attention_sweep --d {wildcards.d} --seq-lengths {params.seq_lengths}"
         " {params.compile_flag} --batch {params.batch} --steps {params.steps} --warmup {params.warmup}"
         " --out {output} > {log} 2>&1"

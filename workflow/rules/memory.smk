@@ -1,5 +1,6 @@
-# Memory: one step of one model recorded allocation by allocation, per (precision, mode, context).
-# On a GPU a CUDA memory snapshot; elsewhere torch.profiler. The snapshot (pickle, HTML) is not kept.
+# Memory: steps of one model recorded allocation by allocation, per (precision, mode, context). On a
+# GPU a CUDA memory snapshot; elsewhere torch.profiler. The job writes CSVs only; a local rule draws
+# each timeline.
 
 MEMORY = GRID["memory"]
 MEMORY_NAMES = expand(
@@ -12,8 +13,7 @@ MEMORY_FIGURES = expand("report/figures/memory/{name}.png", name=MEMORY_NAMES)
 
 rule memory:
     input:
-        code("measure", "model", "training.py", "attention/__init__.py", "attention/naive.py", "memory_trace.py",
-             "studies/memory.py", "studies/__init__.py"),
+        code("lmperf.studies.memory"),
     output:
         summary="results/memory/{precision}-{mode}-ctx{ctx}.csv",
         allocations="results/memory/{precision}-{mode}-ctx{ctx}-allocations.csv",
@@ -21,26 +21,34 @@ rule memory:
         timeline="results/memory/{precision}-{mode}-ctx{ctx}-timeline.csv",
     log:
         "logs/memory/{precision}-{mode}-ctx{ctx}.log",
+    benchmark:
+        "benchmarks/memory/{precision}-{mode}-ctx{ctx}.tsv"
     wildcard_constraints:
         mode="forward|train_step",
         ctx=r"\d+",
+    resources:
+        gpu=1,
     params:
         size=MEMORY["size"],
         steps=MEMORY["steps"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.memory --size {params.size} --context-length {wildcards.ctx} --mode {wildcards.mode}"
-        " --precision {wildcards.precision} --steps {params.steps} --out {output.summary} > {log} 2>&1"
+        "python -m lmperf.studies.memory --size {params.size} --context-length {wildcards.ctx}"
+        " --mode {wildcards.mode} --precision {wildcards.precision} --steps {params.steps}"
+        " --out {output.summary} > {log} 2>&1"
 
 
 rule memory_figure:
     input:
         timeline="results/memory/{precision}-{mode}-ctx{ctx}-timeline.csv",
         phases="results/memory/{precision}-{mode}-ctx{ctx}-phases.csv",
-        code=code("report/memory_figures.py", "report/style.py"),
+        code=code("lmperf.report.memory_figures"),
     output:
-        "report/figures/memory/{precision}-{mode}-ctx{ctx}.png",
+        report(
+            "report/figures/memory/{precision}-{mode}-ctx{ctx}.png",
+            caption="../report/memory_timeline.rst",
+            category="Memory",
+            subcategory="{precision}",
+        ),
     log:
         "logs/figures/memory-{precision}-{mode}-ctx{ctx}.log",
     wildcard_constraints:
@@ -49,5 +57,5 @@ rule memory_figure:
     params:
         title=lambda wc: f"{MEMORY['size']}, {wc.precision}, {wc.mode}, ctx {wc.ctx}",
     shell:
-        "{PYTHON} -m lmperf.report.memory_figures --timeline {input.timeline} --phases {input.phases}"
+        "python -m lmperf.report.memory_figures --timeline {input.timeline} --phases {input.phases}"
         " --title '{params.title}' --out {output} > {log} 2>&1"

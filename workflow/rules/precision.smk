@@ -1,16 +1,21 @@
 # Mixed-precision demos that need no big model (they do not rerun when the Transformer changes).
 
+PRECISION_EXPERIMENTS = ["accumulation", "autocast", "layernorm"]
+PRECISION_TARGETS = expand("results/precision/{experiment}.csv", experiment=PRECISION_EXPERIMENTS)
+
 
 rule precision:
     input:
-        code("measure", "studies/precision.py"),
+        code("lmperf.studies.precision"),
     output:
         "results/precision/{experiment}.csv",
     log:
         "logs/precision/{experiment}.log",
+    benchmark:
+        "benchmarks/precision/{experiment}.tsv"
     wildcard_constraints:
-        experiment="accumulation|autocast|layernorm",
+        experiment=alternatives(PRECISION_EXPERIMENTS),
     resources:
         gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.precision {wildcards.experiment} --out {output} > {log} 2>&1"
+        "python -m lmperf.studies.precision {wildcards.experiment} --out {output} > {log} 2>&1"

@@ -6,7 +6,12 @@ PROFILE = GRID["profile"]
 PROFILE_NAMES = [
     name.removeprefix("results/profile/").removesuffix(".csv")
     for name in excluding(
-        expand("results/profile/{size}/{mode}-ctx{ctx}.csv", size=PROFILE["sizes"], mode=PROFILE["modes"], ctx=PROFILE["context_lengths"]),
+        expand(
+            "results/profile/{size}/{mode}-ctx{ctx}.csv",
+            size=PROFILE["sizes"],
+            mode=PROFILE["modes"],
+            ctx=PROFILE["context_lengths"],
+        ),
         PROFILE.get("exclude", []),
     )
 ]
@@ -16,26 +21,25 @@ PROFILE_TIMING_TARGETS = expand("results/profile/{name}-timing.csv", name=PROFIL
 
 rule profile:
     input:
-        code("attention/__init__.py", "attention/naive.py", "attention/annotated.py", "measure", "model", "ranges.py",
-             "training.py",
-             "studies/profile.py"),
+        code("lmperf.studies.profile", "lmperf.attention.annotated"),
     output:
         kernels="results/profile/{size}/{mode}-ctx{ctx}.csv",
         timing="results/profile/{size}/{mode}-ctx{ctx}-timing.csv",
     log:
         "logs/profile/{size}/{mode}-ctx{ctx}.log",
+    benchmark:
+        "benchmarks/profile/{size}/{mode}-ctx{ctx}.tsv"
     wildcard_constraints:
         size=alternatives(PROFILE["sizes"]) if PROFILE["sizes"] else "(?!)",
         mode="forward|train_step",
         ctx=r"\d+",
+    resources:
+        gpu=1,
     params:
         warmup=PROFILE["warmup_steps"],
         steps=PROFILE["measured_steps"],
         profiler=PROFILE["profiler"],
-    resources:
-        gpu=1,
     shell:
-        "{PYTHON} -m lmperf.studies.profile --size {wildcards.size} --context-length {wildcards.ctx}"
+        "python -m lmperf.studies.profile --size {wildcards.size} --context-length {wildcards.ctx}"
         " --mode {wildcards.mode} --warmup-steps {params.warmup} --measured-steps {params.steps}"
-        " --profiler {params.profiler}"
-        " --out {output.kernels} > {log} 2>&1"
+        " --profiler {params.profiler} --out {output.kernels} > {log} 2>&1"

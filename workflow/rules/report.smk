@@ -1,4 +1,5 @@
-# Aggregate the per-target CSVs, draw the figures, render report/final.md.
+# Aggregate the per-target CSVs, draw the figures, tally what the run cost, render report/final.md.
+# Figures and the report are report() outputs: `snakemake --report report/lmperf.zip report/final.md`.
 
 AGGREGATES = {
     "e2e": E2E_TARGETS,
@@ -13,7 +14,11 @@ if PROFILE_TARGETS:  # an empty profile.sizes leaves the study out
 if MEMORY_TARGETS:  # an empty memory.context_lengths leaves the study out
     AGGREGATES.update(memory=MEMORY_TARGETS, memory_allocations=MEMORY_ALLOCATION_TARGETS)
 MEMORY_REPORT_INPUTS = (
-    {"memory": "results/memory.csv", "memory_allocations": "results/memory_allocations.csv", "memory_figures": MEMORY_FIGURES}
+    {
+        "memory": "results/memory.csv",
+        "memory_allocations": "results/memory_allocations.csv",
+        "memory_figures": MEMORY_FIGURES,
+    }
     if MEMORY_TARGETS
     else {}
 )
@@ -24,16 +29,38 @@ SKIPPED_STUDIES = " ".join(
     f"--skip {study}" for study, targets in (("memory", MEMORY_TARGETS), ("profile", PROFILE_TARGETS)) if not targets
 )
 
-E2E_FIGURES = expand(
-    "report/figures/{name}.png",
-    name=["e2e_host_overhead", "e2e_time_vs_size", "e2e_backward_ratio", "e2e_bf16_speedup", "warmup_cv"],
-)
+# Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job holds.
+BENCHMARK_GPUS = {
+    f"benchmarks/{target.removeprefix('results/').removesuffix('.csv')}.tsv": gpus
+    for target, gpus in [
+        *[(t, 1) for t in E2E_TARGETS + WARMUP_TARGETS + PRECISION_TARGETS + ["results/flash/leaderboard.csv"]],
+        *[(t, 1) for t in FLASH_SWEEP_TARGETS + ATTENTION_SWEEP_TARGETS + PROFILE_TARGETS + MEMORY_TARGETS],
+        *[
+            (t, allreduce_gpus(*re.fullmatch(r"results/allreduce/(\w+)-n(\d+)\.csv", t).groups()))
+            for t in ALLREDUCE_TARGETS
+        ],
+        *[(t, DDP["world_size"]) for t in DDP_TARGETS],
+    ]
+}
+
+# Figures drawn from one aggregate each: name -> caption and category in `snakemake --report`.
+FIGURES = {
+    "e2e_host_overhead": "End to end",
+    "e2e_time_vs_size": "End to end",
+    "e2e_backward_ratio": "End to end",
+    "e2e_bf16_speedup": "End to end",
+    "warmup_cv": "End to end",
+    "flash_tflops": "FlashAttention",
+    "attention_sweep": "Attention",
+    "allreduce_busbw": "Communication",
+    "ddp_timeline": "Data parallel",
+}
 
 
 rule aggregate:
     input:
         csvs=lambda wc: AGGREGATES[wc.study],
-        code=code("report/aggregate.py", "measure/rows.py"),
+        code=code("lmperf.report.aggregate"),
     output:
         "results/{study}.csv",
     log:
@@ -41,76 +68,92 @@ rule aggregate:
     wildcard_constraints:
         study=alternatives(AGGREGATES),
     shell:
-        "{PYTHON} -m lmperf.report.aggregate --out {output} {input.csvs} > {log} 2>&1"
+        "python -m lmperf.report.aggregate --out {output} {input.csvs} > {log} 2>&1"
+
+
+rule cost:
+    input:
+        benchmarks=list(BENCHMARK_GPUS),
+        code=code("lmperf.report.cost"),
+    output:
+        "results/cost.csv",
+    log:
+        "logs/cost.log",
+    params:
+        gpus=",".join(map(str, BENCHMARK_GPUS.values())),
+    shell:
+        "python -m lmperf.report.cost --gpus {params.gpus} --out {output} {input.benchmarks} > {log} 2>&1"
 
 
 rule e2e_figures:
     input:
         e2e="results/e2e.csv",
         warmup="results/warmup.csv",
-        code=code("report/e2e_figures.py", "report/e2e_analysis.py", "report/style.py", "measure/stats.py", "measure/flops.py"),
+        code=code("lmperf.report.e2e_figures"),
     output:
-        E2E_FIGURES,
+        *[figure(name, FIGURES) for name in FIGURES if FIGURES[name] == "End to end"],
     log:
         "logs/figures/e2e.log",
     shell:
-        "{PYTHON} -m lmperf.report.e2e_figures --e2e {input.e2e} --warmup {input.warmup}"
+        "python -m lmperf.report.e2e_figures --e2e {input.e2e} --warmup {input.warmup}"
         " --outdir report/figures > {log} 2>&1"
 
 
 rule flash_figures:
     input:
         sweep="results/flash_sweep.csv",
-        code=code("report/flash_figures.py", "report/style.py"),
+        code=code("lmperf.report.flash_figures"),
     output:
-        "report/figures/flash_tflops.png",
+        figure("flash_tflops", FIGURES),
     log:
         "logs/figures/flash.log",
     shell:
-        "{PYTHON} -m lmperf.report.flash_figures --sweep {input.sweep} --out {output} > {log} 2>&1"
+        "python -m lmperf.report.flash_figures --sweep {input.sweep} --out {output} > {log} 2>&1"
 
 
 rule attention_figures:
     input:
         attention="results/attention.csv",
-        code=code("report/attention_figures.py", "report/style.py"),
+        code=code("lmperf.report.attention_figures"),
     output:
-        "report/figures/attention_sweep.png",
+        figure("attention_sweep", FIGURES),
     log:
         "logs/figures/attention.log",
     shell:
-        "{PYTHON} -m lmperf.report.attention_figures --attention {input.attention} --out {output} > {log} 2>&1"
+        "python -m lmperf.report.attention_figures --attention {input.attention} --out {output} > {log} 2>&1"
 
 
 rule comm_figures:
     input:
         allreduce="results/allreduce.csv",
-        code=code("report/comm_figures.py", "report/style.py"),
+        code=code("lmperf.report.comm_figures"),
     output:
-        "report/figures/allreduce_busbw.png",
+        figure("allreduce_busbw", FIGURES),
     log:
         "logs/figures/comm.log",
     shell:
-        "{PYTHON} -m lmperf.report.comm_figures --allreduce {input.allreduce} --out {output} > {log} 2>&1"
+        "python -m lmperf.report.comm_figures --allreduce {input.allreduce} --out {output} > {log} 2>&1"
 
 
 rule ddp_figures:
     input:
         timeline="results/ddp/timeline.csv",
-        code=code("report/ddp_figures.py", "report/style.py"),
+        code=code("lmperf.report.ddp_figures"),
     output:
-        "report/figures/ddp_timeline.png",
+        figure("ddp_timeline", FIGURES),
     log:
         "logs/figures/ddp.log",
     shell:
-        "{PYTHON} -m lmperf.report.ddp_figures --timeline {input.timeline} --out {output} > {log} 2>&1"
+        "python -m lmperf.report.ddp_figures --timeline {input.timeline} --out {output} > {log} 2>&1"
 
 
 rule report:
     input:
+        **MEMORY_REPORT_INPUTS,
+        **PROFILE_REPORT_INPUTS,
         e2e="results/e2e.csv",
         warmup="results/warmup.csv",
-        precision=expand("results/precision/{experiment}.csv", experiment=["accumulation", "autocast", "layernorm"]),
+        precision=PRECISION_TARGETS,
         leaderboard="results/flash/leaderboard.csv",
         flash_sweep="results/flash_sweep.csv",
         allreduce="results/allreduce.csv",
@@ -119,22 +162,16 @@ rule report:
         ddp_train="results/ddp_train.csv",
         ddp_sharding="results/ddp/sharding.csv",
         ddp_timeline="results/ddp/timeline.csv",
-        **MEMORY_REPORT_INPUTS,
-        **PROFILE_REPORT_INPUTS,
-        figures=E2E_FIGURES + expand("report/figures/{name}.png",
-                                     name=["flash_tflops", "allreduce_busbw", "attention_sweep", "ddp_timeline"]),
-        code=code("report/render.py", "report/markdown.py", "report/e2e_section.py", "report/e2e_analysis.py",
-                  "measure/stats.py", "measure/flops.py",
-                  "report/precision_section.py", "report/flash_section.py", "report/comm_section.py",
-                  "report/attention_section.py", "report/ddp_section.py", "report/memory_section.py", "report/profile_section.py",
-                  "distributed/bucket_model.py", "distributed/accounting.py", "distributed/ddp.py", "model"),
+        cost="results/cost.csv",
+        figures=expand("report/figures/{name}.png", name=FIGURES),
+        code=code("lmperf.report.render"),
     output:
-        "report/final.md",
+        report("report/final.md", caption="../report/final.rst", category="Report"),
     log:
         "logs/report.log",
     params:
         grid=GRID_NAME,
         skip=SKIPPED_STUDIES,
     shell:
-        "{PYTHON} -m lmperf.report.render --grid {params.grid} {params.skip} --results results --figures report/figures"
+        "python -m lmperf.report.render --grid {params.grid} {params.skip} --results results --figures report/figures"
         " --out {output} > {log} 2>&1"

@@ -11,10 +11,12 @@ from lmperf.attention.naive import naive_attention, softmax
 
 def _fold_heads(function):
     """Adapt a (batch, seq, d) attention.Function to the model's (batch, heads, seq, d) tensors."""
+
     def attention(q, k, v, is_causal=False):
         b, h, t, d = q.shape
         out = function().apply(*(x.reshape(b * h, x.shape[-2], d) for x in (q, k, v)), is_causal)
         return out.view(b, h, t, d)
+
     return attention
 
 
@@ -37,6 +39,7 @@ ATTENTION = {
     "sdpa": sdpa_attention,
 }
 
+
 def get_attention(name: str):
     if name not in ATTENTION:
         raise KeyError(f"unknown attention {name!r}; known: {', '.join(ATTENTION)}")
@@ -50,6 +53,12 @@ def __getattr__(name):
 
 
 __all__ = [
-    "ATTENTION", "FlashAttentionPyTorch", "FlashAttentionTriton", "annotated_attention", "get_attention",
-    "naive_attention", "sdpa_attention", "softmax",
+    "ATTENTION",
+    "FlashAttentionPyTorch",
+    "FlashAttentionTriton",
+    "annotated_attention",
+    "get_attention",
+    "naive_attention",
+    "sdpa_attention",
+    "softmax",
 ]

@@ -13,8 +13,16 @@ import torch
 def naive_attention_saved_bytes(batch: int, seq: int, d: int, element_bytes: int = 4) -> dict[str, int]:
     """Bytes of each tensor naive attention saves for backward (non-causal, our implementation)."""
     vector, square, row = batch * seq * d, batch * seq * seq, batch * seq
-    parts = {"q": vector, "k": vector, "v": vector, "scores": square, "exp": square, "P": square,
-             "row max": row, "row sum": row}
+    parts = {
+        "q": vector,
+        "k": vector,
+        "v": vector,
+        "scores": square,
+        "exp": square,
+        "P": square,
+        "row max": row,
+        "row sum": row,
+    }
     return {name: n * element_bytes for name, n in parts.items()}
 
 

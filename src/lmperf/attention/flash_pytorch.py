@@ -29,14 +29,14 @@ def tiled_forward(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: 
     O = torch.empty_like(Q)
     L = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
     for q0 in range(0, n_q, tile):
-        q = Q[:, q0:q0 + tile].float()
+        q = Q[:, q0 : q0 + tile].float()
         rows = q.shape[1]
         m = torch.full((batch, rows), float("-inf"), device=Q.device)
         l = torch.zeros(batch, rows, device=Q.device)
         acc = torch.zeros(batch, rows, d, device=Q.device)
         k_end = min(n_k, q0 + rows) if is_causal else n_k  # tiles wholly above the diagonal are skipped
         for k0 in range(0, k_end, tile):
-            s = q @ K[:, k0:k0 + tile].float().transpose(1, 2) * scale
+            s = q @ K[:, k0 : k0 + tile].float().transpose(1, 2) * scale
             if is_causal and k0 + s.shape[2] > q0:  # only tiles touching the diagonal need the mask
                 q_idx = torch.arange(q0, q0 + rows, device=Q.device)[:, None]
                 k_idx = torch.arange(k0, k0 + s.shape[2], device=Q.device)[None, :]
@@ -45,10 +45,10 @@ def tiled_forward(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: 
             p = torch.exp(s - m_new[..., None])
             correction = torch.exp(m - m_new)
             l = l * correction + p.sum(dim=-1)
-            acc = acc * correction[..., None] + p @ V[:, k0:k0 + tile].float()
+            acc = acc * correction[..., None] + p @ V[:, k0 : k0 + tile].float()
             m = m_new
-        O[:, q0:q0 + tile] = (acc / l[..., None]).to(Q.dtype)
-        L[:, q0:q0 + tile] = m + torch.log(l)
+        O[:, q0 : q0 + tile] = (acc / l[..., None]).to(Q.dtype)
+        L[:, q0 : q0 + tile] = m + torch.log(l)
     return O, L
 
 

@@ -33,8 +33,12 @@ _UPCAST_DOT = tl.constexpr(INTERPRET)
 def _configs(tile_pairs, warps, stages):
     if INTERPRET:  # the CPU interpreter: one small tile, so tests exercise many tiles and edges
         return [triton.Config({"BLOCK_Q": 16, "BLOCK_K": 16}, num_warps=1, num_stages=1)]
-    return [triton.Config({"BLOCK_Q": bq, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-            for bq, bk in tile_pairs for w in warps for s in stages]
+    return [
+        triton.Config({"BLOCK_Q": bq, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+        for bq, bk in tile_pairs
+        for w in warps
+        for s in stages
+    ]
 
 
 def _tune_bench(kernel_call, quantiles):
@@ -83,9 +87,29 @@ def _store_tile(base, value, rows, offs_d, stride_n, stride_d, n_rows, D: tl.con
 
 
 @triton.jit
-def _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-               k_lo, k_hi, N_K, scale_log2, D: tl.constexpr, BLOCK_K: tl.constexpr,
-               ON_DIAGONAL: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
+def _fwd_inner(
+    acc,
+    l,
+    m,
+    q,
+    K_ptr,
+    V_ptr,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    offs_q,
+    offs_d,
+    k_lo,
+    k_hi,
+    N_K,
+    scale_log2,
+    D: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ON_DIAGONAL: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     offs_k = tl.arange(0, BLOCK_K)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         keys = k0 + offs_k
@@ -106,12 +130,38 @@ def _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stri
 
 
 @triton.jit
-def _fwd_kernel(Q, K, V, O, L,
-                stride_qb, stride_qn, stride_qd, stride_kb, stride_kn, stride_kd,
-                stride_vb, stride_vn, stride_vd, stride_ob, stride_on, stride_od, stride_lb, stride_ln,
-                N_Q, N_K, scale_log2,
-                D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr):
+def _fwd_kernel(
+    Q,
+    K,
+    V,
+    O,
+    L,
+    stride_qb,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_on,
+    stride_od,
+    stride_lb,
+    stride_ln,
+    N_Q,
+    N_K,
+    scale_log2,
+    D: tl.constexpr,
+    D_PAD: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_Q: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
     scale_log2 = tl.cast(scale_log2, tl.float32)  # under torch.compile a Python float arrives as fp64
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
@@ -125,16 +175,79 @@ def _fwd_kernel(Q, K, V, O, L,
     acc = tl.zeros([BLOCK_Q, D_PAD], dtype=tl.float32)
     if IS_CAUSAL:
         # keys below this tile's first query: every query sees them, no mask
-        acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                               0, q_start, N_K, scale_log2, D, BLOCK_K, False, True, PRECISION)
+        acc, l, m = _fwd_inner(
+            acc,
+            l,
+            m,
+            q,
+            K_ptr,
+            V_ptr,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            offs_q,
+            offs_d,
+            0,
+            q_start,
+            N_K,
+            scale_log2,
+            D,
+            BLOCK_K,
+            False,
+            True,
+            PRECISION,
+        )
         # keys on the diagonal block (BLOCK_Q is a multiple of BLOCK_K): masked; keys beyond it are
         # never loaded (n_q == n_k when causal, so a key tile past N_K can only be the masked edge
         # of the last block)
-        acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                               q_start, tl.minimum(q_start + BLOCK_Q, N_K), N_K, scale_log2, D, BLOCK_K, True, EVEN_K, PRECISION)
+        acc, l, m = _fwd_inner(
+            acc,
+            l,
+            m,
+            q,
+            K_ptr,
+            V_ptr,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            offs_q,
+            offs_d,
+            q_start,
+            tl.minimum(q_start + BLOCK_Q, N_K),
+            N_K,
+            scale_log2,
+            D,
+            BLOCK_K,
+            True,
+            EVEN_K,
+            PRECISION,
+        )
     else:
-        acc, l, m = _fwd_inner(acc, l, m, q, K_ptr, V_ptr, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                               0, N_K, N_K, scale_log2, D, BLOCK_K, False, EVEN_K, PRECISION)
+        acc, l, m = _fwd_inner(
+            acc,
+            l,
+            m,
+            q,
+            K_ptr,
+            V_ptr,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            offs_q,
+            offs_d,
+            0,
+            N_K,
+            N_K,
+            scale_log2,
+            D,
+            BLOCK_K,
+            False,
+            EVEN_K,
+            PRECISION,
+        )
 
     _store_tile(O + batch * stride_ob, acc / l[:, None], offs_q, offs_d, stride_on, stride_od, N_Q, D)
     lse = (m + tl.math.log2(l)) / 1.4426950408889634  # back to natural log
@@ -142,15 +255,30 @@ def _fwd_kernel(Q, K, V, O, L,
 
 
 @triton.jit
-def _bwd_preprocess(O, dO, Delta, stride_ob, stride_on, stride_od, stride_dob, stride_don, stride_dod,
-                    N_Q, D: tl.constexpr, D_PAD: tl.constexpr, BLOCK: tl.constexpr):
+def _bwd_preprocess(
+    O,
+    dO,
+    Delta,
+    stride_ob,
+    stride_on,
+    stride_od,
+    stride_dob,
+    stride_don,
+    stride_dod,
+    N_Q,
+    D: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     """Delta_i = sum_d O_id dO_id, the row term of dS = P * (dP - Delta)."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     batch = tl.program_id(1).to(tl.int64)
     offs_d = tl.arange(0, D_PAD)
     mask = (rows[:, None] < N_Q) & (offs_d[None, :] < D)
     o = tl.load(O + batch * stride_ob + rows[:, None] * stride_on + offs_d[None, :] * stride_od, mask=mask, other=0.0)
-    do = tl.load(dO + batch * stride_dob + rows[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=mask, other=0.0)
+    do = tl.load(
+        dO + batch * stride_dob + rows[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=mask, other=0.0
+    )
     tl.store(Delta + batch * N_Q + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=rows < N_Q)
 
 
@@ -166,9 +294,34 @@ def _row_terms(L, Delta, batch, rows, stride_lb, stride_ln, N_Q):
 
 
 @triton.jit
-def _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd, stride_don, stride_dod,
-                stride_lb, stride_ln, q_lo, q_hi, N_Q, scale_log2, D: tl.constexpr, BLOCK_Q: tl.constexpr,
-                ON_DIAGONAL: tl.constexpr, EVEN_Q: tl.constexpr, PRECISION: tl.constexpr):
+def _dkdv_inner(
+    dk,
+    dv,
+    k,
+    v,
+    Q,
+    dO,
+    L,
+    Delta,
+    batch,
+    offs_k,
+    offs_d,
+    stride_qn,
+    stride_qd,
+    stride_don,
+    stride_dod,
+    stride_lb,
+    stride_ln,
+    q_lo,
+    q_hi,
+    N_Q,
+    scale_log2,
+    D: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    ON_DIAGONAL: tl.constexpr,
+    EVEN_Q: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     """Accumulate dV += P^T dO and dK += dS^T Q over query tiles [q_lo, q_hi).
 
     Everything is computed transposed (keys along rows): P^T and dS^T come out of their products
@@ -190,12 +343,42 @@ def _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn,
 
 
 @triton.jit
-def _bwd_dkdv_kernel(Q, K, V, dO, L, Delta, dK, dV,
-                     stride_qb, stride_qn, stride_qd, stride_kb, stride_kn, stride_kd,
-                     stride_vb, stride_vn, stride_vd, stride_dob, stride_don, stride_dod,
-                     stride_lb, stride_ln, N_Q, N_K, scale, scale_log2,
-                     D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr):
+def _bwd_dkdv_kernel(
+    Q,
+    K,
+    V,
+    dO,
+    L,
+    Delta,
+    dK,
+    dV,
+    stride_qb,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vn,
+    stride_vd,
+    stride_dob,
+    stride_don,
+    stride_dod,
+    stride_lb,
+    stride_ln,
+    N_Q,
+    N_K,
+    scale,
+    scale_log2,
+    D: tl.constexpr,
+    D_PAD: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_Q: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
     """One program per (key tile, batch element): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q.
 
     Keys past N_K load as zeros; their rows of dK and dV are never stored.
@@ -213,24 +396,120 @@ def _bwd_dkdv_kernel(Q, K, V, dO, L, Delta, dK, dV,
     if IS_CAUSAL:
         # queries on this key tile's diagonal see part of it (masked; BLOCK_K is a multiple of
         # BLOCK_Q); later queries see all of it; earlier ones none
-        dk, dv = _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd,
-                             stride_don, stride_dod, stride_lb, stride_ln, k_start, tl.minimum(k_start + BLOCK_K, N_Q), N_Q,
-                             scale_log2, D, BLOCK_Q, True, EVEN_Q, PRECISION)
-        dk, dv = _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd,
-                             stride_don, stride_dod, stride_lb, stride_ln, k_start + BLOCK_K, N_Q, N_Q,
-                             scale_log2, D, BLOCK_Q, False, EVEN_Q, PRECISION)
+        dk, dv = _dkdv_inner(
+            dk,
+            dv,
+            k,
+            v,
+            Q,
+            dO,
+            L,
+            Delta,
+            batch,
+            offs_k,
+            offs_d,
+            stride_qn,
+            stride_qd,
+            stride_don,
+            stride_dod,
+            stride_lb,
+            stride_ln,
+            k_start,
+            tl.minimum(k_start + BLOCK_K, N_Q),
+            N_Q,
+            scale_log2,
+            D,
+            BLOCK_Q,
+            True,
+            EVEN_Q,
+            PRECISION,
+        )
+        dk, dv = _dkdv_inner(
+            dk,
+            dv,
+            k,
+            v,
+            Q,
+            dO,
+            L,
+            Delta,
+            batch,
+            offs_k,
+            offs_d,
+            stride_qn,
+            stride_qd,
+            stride_don,
+            stride_dod,
+            stride_lb,
+            stride_ln,
+            k_start + BLOCK_K,
+            N_Q,
+            N_Q,
+            scale_log2,
+            D,
+            BLOCK_Q,
+            False,
+            EVEN_Q,
+            PRECISION,
+        )
     else:
-        dk, dv = _dkdv_inner(dk, dv, k, v, Q, dO, L, Delta, batch, offs_k, offs_d, stride_qn, stride_qd,
-                             stride_don, stride_dod, stride_lb, stride_ln, 0, N_Q, N_Q,
-                             scale_log2, D, BLOCK_Q, False, EVEN_Q, PRECISION)
+        dk, dv = _dkdv_inner(
+            dk,
+            dv,
+            k,
+            v,
+            Q,
+            dO,
+            L,
+            Delta,
+            batch,
+            offs_k,
+            offs_d,
+            stride_qn,
+            stride_qd,
+            stride_don,
+            stride_dod,
+            stride_lb,
+            stride_ln,
+            0,
+            N_Q,
+            N_Q,
+            scale_log2,
+            D,
+            BLOCK_Q,
+            False,
+            EVEN_Q,
+            PRECISION,
+        )
     _store_tile(dK + batch * stride_kb, dk * scale, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
     _store_tile(dV + batch * stride_vb, dv, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
 
 
 @triton.jit
-def _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
-              k_lo, k_hi, N_K, scale_log2, D: tl.constexpr, BLOCK_K: tl.constexpr,
-              ON_DIAGONAL: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
+def _dq_inner(
+    dq,
+    q,
+    do,
+    lse2,
+    delta,
+    K,
+    V,
+    offs_q,
+    offs_d,
+    stride_kn,
+    stride_kd,
+    stride_vn,
+    stride_vd,
+    k_lo,
+    k_hi,
+    N_K,
+    scale_log2,
+    D: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ON_DIAGONAL: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     """Accumulate dQ += dS K over key tiles [k_lo, k_hi).
 
     Keys past N_K load as zeros, so their dS meets a zero row of K; P is still masked there, since
@@ -251,12 +530,41 @@ def _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd
 
 
 @triton.jit
-def _bwd_dq_kernel(Q, K, V, dO, L, Delta, dQ,
-                   stride_qb, stride_qn, stride_qd, stride_kb, stride_kn, stride_kd,
-                   stride_vb, stride_vn, stride_vd, stride_dob, stride_don, stride_dod,
-                   stride_lb, stride_ln, N_Q, N_K, scale, scale_log2,
-                   D: tl.constexpr, D_PAD: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                   BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr):
+def _bwd_dq_kernel(
+    Q,
+    K,
+    V,
+    dO,
+    L,
+    Delta,
+    dQ,
+    stride_qb,
+    stride_qn,
+    stride_qd,
+    stride_kb,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vn,
+    stride_vd,
+    stride_dob,
+    stride_don,
+    stride_dod,
+    stride_lb,
+    stride_ln,
+    N_Q,
+    N_K,
+    scale,
+    scale_log2,
+    D: tl.constexpr,
+    D_PAD: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_Q: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
     """One program per (query tile, batch element): dQ = scale * sum_k dS K."""
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
@@ -271,20 +579,89 @@ def _bwd_dq_kernel(Q, K, V, dO, L, Delta, dQ,
     if IS_CAUSAL:
         # keys below the tile's first query: no mask; keys on its diagonal (BLOCK_Q is a multiple of
         # BLOCK_K): masked; later keys are invisible
-        dq = _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
-                       0, q_start, N_K, scale_log2, D, BLOCK_K, False, True, PRECISION)
-        dq = _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
-                       q_start, tl.minimum(q_start + BLOCK_Q, N_K), N_K, scale_log2, D, BLOCK_K, True, EVEN_K, PRECISION)
+        dq = _dq_inner(
+            dq,
+            q,
+            do,
+            lse2,
+            delta,
+            K,
+            V,
+            offs_q,
+            offs_d,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            0,
+            q_start,
+            N_K,
+            scale_log2,
+            D,
+            BLOCK_K,
+            False,
+            True,
+            PRECISION,
+        )
+        dq = _dq_inner(
+            dq,
+            q,
+            do,
+            lse2,
+            delta,
+            K,
+            V,
+            offs_q,
+            offs_d,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            q_start,
+            tl.minimum(q_start + BLOCK_Q, N_K),
+            N_K,
+            scale_log2,
+            D,
+            BLOCK_K,
+            True,
+            EVEN_K,
+            PRECISION,
+        )
     else:
-        dq = _dq_inner(dq, q, do, lse2, delta, K, V, offs_q, offs_d, stride_kn, stride_kd, stride_vn, stride_vd,
-                       0, N_K, N_K, scale_log2, D, BLOCK_K, False, EVEN_K, PRECISION)
+        dq = _dq_inner(
+            dq,
+            q,
+            do,
+            lse2,
+            delta,
+            K,
+            V,
+            offs_q,
+            offs_d,
+            stride_kn,
+            stride_kd,
+            stride_vn,
+            stride_vd,
+            0,
+            N_K,
+            N_K,
+            scale_log2,
+            D,
+            BLOCK_K,
+            False,
+            EVEN_K,
+            PRECISION,
+        )
     _store_tile(dQ + batch * stride_qb, dq * scale, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
 
 
 def _tuned(kernel, configs):
-    even = triton.heuristics({"EVEN_Q": lambda a: a["N_Q"] % a["BLOCK_Q"] == 0,
-                              "EVEN_K": lambda a: a["N_K"] % a["BLOCK_K"] == 0})
-    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL"], do_bench=_tune_bench)(even(kernel))
+    even = triton.heuristics(
+        {"EVEN_Q": lambda a: a["N_Q"] % a["BLOCK_Q"] == 0, "EVEN_K": lambda a: a["N_K"] % a["BLOCK_K"] == 0}
+    )
+    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL"], do_bench=_tune_bench)(
+        even(kernel)
+    )
 
 
 # (forward, dK/dV, dQ) kernels per input dtype, each autotuned over its own tiles. The forward and
@@ -295,12 +672,16 @@ def _tuned(kernel, configs):
 # backward slower than naive attention on cuBLAS's SGEMM from d = 64 at long sequences. A wider
 # search at d = 128 (bf16, seq 65536: 12 / 16 / 16 configurations) found no kernel more than 1% faster.
 KERNELS = {  # tiles and settings: the best few of a wider search at the leaderboard shape on an H100
-    torch.bfloat16: (_tuned(_fwd_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
-                     _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4], stages=[2, 3, 4])),
-                     _tuned(_bwd_dq_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3]))),
-    torch.float32: (_tuned(_fwd_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2])),
-                    _tuned(_bwd_dkdv_kernel, _configs([(32, 32), (32, 64)], warps=[4, 8], stages=[2])),
-                    _tuned(_bwd_dq_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2]))),
+    torch.bfloat16: (
+        _tuned(_fwd_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
+        _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4], stages=[2, 3, 4])),
+        _tuned(_bwd_dq_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
+    ),
+    torch.float32: (
+        _tuned(_fwd_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2])),
+        _tuned(_bwd_dkdv_kernel, _configs([(32, 32), (32, 64)], warps=[4, 8], stages=[2])),
+        _tuned(_bwd_dq_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2])),
+    ),
 }
 
 
@@ -324,9 +705,25 @@ class FlashAttentionTriton(torch.autograd.Function):
         scale = 1.0 / math.sqrt(d)
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)  # noqa: E731
         fwd_kernel = KERNELS[Q.dtype][0]
-        fwd_kernel[grid](Q, K, V, O, L, *Q.stride(), *K.stride(), *V.stride(), *O.stride(), *L.stride(),
-                         n_q, n_k, scale * LOG2E, D=d, D_PAD=max(16, triton.next_power_of_2(d)),
-                         IS_CAUSAL=is_causal, PRECISION=_precision(Q))
+        fwd_kernel[grid](
+            Q,
+            K,
+            V,
+            O,
+            L,
+            *Q.stride(),
+            *K.stride(),
+            *V.stride(),
+            *O.stride(),
+            *L.stride(),
+            n_q,
+            n_k,
+            scale * LOG2E,
+            D=d,
+            D_PAD=max(16, triton.next_power_of_2(d)),
+            IS_CAUSAL=is_causal,
+            PRECISION=_precision(Q),
+        )
         ctx.save_for_backward(L, Q, K, V, O)
         ctx.is_causal = is_causal
         return O
@@ -342,13 +739,15 @@ class FlashAttentionTriton(torch.autograd.Function):
         d_pad = max(16, triton.next_power_of_2(d))
         scale = 1.0 / math.sqrt(d)
         delta = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
-        _bwd_preprocess[(triton.cdiv(n_q, 64), batch)](O, dO, delta, *O.stride(), *dO.stride(), n_q,
-                                                      D=d, D_PAD=d_pad, BLOCK=64)
+        _bwd_preprocess[(triton.cdiv(n_q, 64), batch)](
+            O, dO, delta, *O.stride(), *dO.stride(), n_q, D=d, D_PAD=d_pad, BLOCK=64
+        )
         dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)
         common = (*Q.stride(), *K.stride(), *V.stride(), *dO.stride(), *L.stride(), n_q, n_k, scale, scale * LOG2E)
         flags = dict(D=d, D_PAD=d_pad, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
         _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
-        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), batch)](Q, K, V, dO, L, delta, dK, dV,
-                                                                              *common, **flags)
+        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), batch)](
+            Q, K, V, dO, L, delta, dK, dV, *common, **flags
+        )
         dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)](Q, K, V, dO, L, delta, dQ, *common, **flags)
         return dQ, dK, dV, None

@@ -5,6 +5,12 @@ from lmperf.distributed.launch import free_port, run_workers
 from lmperf.distributed.sharded import ShardedOptimizer
 
 __all__ = [
-    "DDPBucketed", "DDPFlat", "DDPIndividualParameters", "DDPNaive", "ShardedOptimizer", "free_port",
-    "make_buckets", "run_workers",
+    "DDPBucketed",
+    "DDPFlat",
+    "DDPIndividualParameters",
+    "DDPNaive",
+    "ShardedOptimizer",
+    "free_port",
+    "make_buckets",
+    "run_workers",
 ]

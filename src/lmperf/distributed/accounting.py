@@ -54,6 +54,7 @@ def smallest_fsdp(model: FFNStack, device_bytes: float, tokens: int) -> int | No
 @dataclass(frozen=True)
 class Mesh:
     """FSDP over X devices, tensor parallelism over Y; M_X, M_Y links per axis (3-D torus: 2, 1)."""
+
     x: int = 16
     y: int = 4
     m_x: int = 2
@@ -75,5 +76,11 @@ def compute_bound_batch(model: FFNStack, mesh: Mesh) -> dict[str, float]:
     alpha = mesh.c / mesh.w_ici
     n = mesh.x * mesh.y
     total = mesh.x * alpha / mesh.m_x
-    return {"alpha": alpha, "devices": n, "batch_tokens": total, "per_device_tokens": total / n,
-            "tp_condition_d_ff": mesh.y * alpha / mesh.m_y, "tp_bound_ok": model.d_ff >= mesh.y * alpha / mesh.m_y}
+    return {
+        "alpha": alpha,
+        "devices": n,
+        "batch_tokens": total,
+        "per_device_tokens": total / n,
+        "tp_condition_d_ff": mesh.y * alpha / mesh.m_y,
+        "tp_bound_ok": model.d_ff >= mesh.y * alpha / mesh.m_y,
+    }

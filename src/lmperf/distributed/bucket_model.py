@@ -47,7 +47,9 @@ def fit_allreduce(allreduce: pd.DataFrame) -> pd.DataFrame:
     for (backend, world), group in measured.groupby(["backend", "world_size"]):
         row = {"backend": backend, "world_size": int(world), "sizes": int(group["bytes"].nunique())}
         if row["sizes"] < 3:
-            rows.append({**row, "status": "refused", "note": f"{row['sizes']} sizes: a line through them proves nothing"})
+            rows.append(
+                {**row, "status": "refused", "note": f"{row['sizes']} sizes: a line through them proves nothing"}
+            )
             continue
         o, w, r2 = fit_overhead_bandwidth(group["bytes"], group["median_ms"] / 1e3)
         row.update(overhead_us=o * 1e6, bandwidth_gbps=w / 1e9, r2=r2, status="ok", note="")

@@ -37,8 +37,9 @@ def run_workers(fn, world_size: int, *args, backend: str = "gloo", timeout_s: fl
     Raises TimeoutError (after killing every worker) when they have not all finished in timeout_s,
     and the worker's exception when one fails.
     """
-    context = mp.start_processes(_worker, args=(world_size, free_port(), backend, fn, args), nprocs=world_size,
-                                 join=False, start_method="spawn")
+    context = mp.start_processes(
+        _worker, args=(world_size, free_port(), backend, fn, args), nprocs=world_size, join=False, start_method="spawn"
+    )
     deadline = time.monotonic() + timeout_s
     try:
         # join() returns False on its timeout and also whenever one worker ends before the rest

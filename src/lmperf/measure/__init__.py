@@ -1,16 +1,37 @@
-"""Timing (launched and graphed, adaptive, interleaved), statistics, FLOP/MFU accounting, the
-environment fingerprint and atomic result rows."""
+"""Timing (launched and graphed, adaptive, interleaved), statistics, the environment fingerprint and
+atomic result rows. FLOP accounting (lmperf.measure.flops) is imported on its own: it needs the model."""
 
 from lmperf.measure.env import fingerprint
-from lmperf.measure.flops import peak_hbm_tbps, peak_tflops, step_flops
 from lmperf.measure.rows import write_csv_atomic, write_rows
 from lmperf.measure.stats import difference_ci, median_ci, ratio_ci, resolved, summarize_ms
-from lmperf.measure.timing import (Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure,
-                                   resolve_device, synchronize, time_once)
+from lmperf.measure.timing import (
+    Budget,
+    GraphUnavailable,
+    PhaseClock,
+    capture_graph,
+    free_memory,
+    measure,
+    resolve_device,
+    synchronize,
+    time_once,
+)
 
 __all__ = [
-    "Budget", "GraphUnavailable", "PhaseClock", "capture_graph", "difference_ci", "fingerprint", "free_memory",
-    "measure", "median_ci", "peak_hbm_tbps", "peak_tflops", "ratio_ci", "resolve_device", "resolved", "step_flops",
-    "summarize_ms", "synchronize",
-    "time_once", "write_csv_atomic", "write_rows",
+    "Budget",
+    "GraphUnavailable",
+    "PhaseClock",
+    "capture_graph",
+    "difference_ci",
+    "fingerprint",
+    "free_memory",
+    "measure",
+    "median_ci",
+    "ratio_ci",
+    "resolve_device",
+    "resolved",
+    "summarize_ms",
+    "synchronize",
+    "time_once",
+    "write_csv_atomic",
+    "write_rows",
 ]

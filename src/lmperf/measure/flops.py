@@ -1,7 +1,6 @@
 """Model FLOPs per step and MFU against the device's dense peak."""
 
 from lmperf.model.transformer import ModelConfig, matmul_parameters
-
 from lmperf.training import MODES
 
 # Datasheet peaks by device-name substring, most specific first: dense (no sparsity) TFLOP/s, and

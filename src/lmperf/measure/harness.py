@@ -57,17 +57,27 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = fingerprint(device)
     config = {k: v for k, v in asdict(spec).items() if k not in ("context_lengths", "attentions", "budget", "graphed")}
-    base = {"study": "e2e", **config, "compile": "compiled" if spec.compile else "eager", "params": None,
-            "measured_steps": spec.budget.min_steps, "device": str(device),
-            "matmul_precision": torch.get_float32_matmul_precision()}
+    base = {
+        "study": "e2e",
+        **config,
+        "compile": "compiled" if spec.compile else "eager",
+        "params": None,
+        "measured_steps": spec.budget.min_steps,
+        "device": str(device),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+    }
 
     try:
         model = build_model(spec.size, max(spec.context_lengths), device, spec.attentions[0])
     except torch.OutOfMemoryError as error:
         note = f"model construction: {str(error).splitlines()[0]}"
         free_memory(device)
-        return [{**base, "attention": a, "context_length": c, "mode": m, "status": "oom", "note": note, **env}
-                for a in spec.attentions for c in spec.context_lengths for m in modes]
+        return [
+            {**base, "attention": a, "context_length": c, "mode": m, "status": "oom", "note": note, **env}
+            for a in spec.attentions
+            for c in spec.context_lengths
+            for m in modes
+        ]
     base["params"] = count_parameters(model)
     print(f"built {spec.size} ({base['params']:,} parameters) on {device}", flush=True)
     if spec.compile:
@@ -83,10 +93,18 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             for attention, result in time_point(step, model, spec, device).items():
                 row = {**point, "attention": attention, **result, **env}
                 if row["status"] == "ok":
-                    row.update(_rates(row, model.cfg, spec.batch_size, ctx, mode, peak_tflops(env["device_name"], spec.precision)))
+                    row.update(
+                        _rates(
+                            row, model.cfg, spec.batch_size, ctx, mode, peak_tflops(env["device_name"], spec.precision)
+                        )
+                    )
                 rows.append(row)
-                print(f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} {row.get('median_ms', float('nan')):10.3f} ms"
-                      f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}", flush=True)
+                print(
+                    f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} "
+                    f"{row.get('median_ms', float('nan')):10.3f} ms"
+                    f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}",
+                    flush=True,
+                )
             del step
             model.zero_grad(set_to_none=True)
             free_memory(device)
@@ -98,8 +116,13 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
 
 def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[str, dict]:
     """Launched, then graphed timings of ``step`` with each attention variant, interleaved."""
-    launched = measure({a: step for a in spec.attentions}, device, spec.warmup_steps, spec.budget,
-                       before=lambda attention: use_attention(model, attention))
+    launched = measure(
+        {a: step for a in spec.attentions},
+        device,
+        spec.warmup_steps,
+        spec.budget,
+        before=lambda attention: use_attention(model, attention),
+    )
     results = {}
     for attention, timings in launched.items():
         if timings.error is not None:
@@ -125,12 +148,16 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
         graphed = summarize_ms(timings.host_s, prefix="graphed_")
         launched_ms = results[attention]["median_ms"]
         results[attention].update(
-            graphed_median_ms=graphed["graphed_median_ms"], graphed_ci95_low_ms=graphed["graphed_ci95_low_ms"],
-            graphed_ci95_high_ms=graphed["graphed_ci95_high_ms"], graphed_cv=graphed["graphed_cv"],
-            graphed_n_steps=graphed["graphed_n_steps"], graphed_converged=timings.converged(spec.budget),
+            graphed_median_ms=graphed["graphed_median_ms"],
+            graphed_ci95_low_ms=graphed["graphed_ci95_low_ms"],
+            graphed_ci95_high_ms=graphed["graphed_ci95_high_ms"],
+            graphed_cv=graphed["graphed_cv"],
+            graphed_n_steps=graphed["graphed_n_steps"],
+            graphed_converged=timings.converged(spec.budget),
             host_overhead_ms=launched_ms - graphed["graphed_median_ms"],
             host_bound=bool(launched_ms > (1 + HOST_BOUND) * graphed["graphed_median_ms"]),
-            graphed_step_times_ms=join_ms(timings.host_s))
+            graphed_step_times_ms=join_ms(timings.host_s),
+        )
     del replays
     model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
     return results
@@ -171,4 +198,3 @@ def _rates(row: dict, cfg, batch_size: int, ctx: int, mode: str, peak: float | N
         "mfu": achieved / peak if peak else float("nan"),
         "graphed_mfu": graphed / peak if peak else float("nan"),
     }
-

@@ -24,11 +24,21 @@ RULES: list[tuple[str, re.Pattern]] = [
     ("memcpy", re.compile(r"memcpy|memset|aten::copy_|aten::to\b|aten::_to_copy", re.I)),
     ("optimizer", re.compile(r"multi_tensor_apply|adam|_foreach_|fused_adamw?", re.I)),
     ("attention-softmax", re.compile(r"softmax", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|wgmma|cublas|\bmm\b|aten::(mm|bmm|addmm|matmul|linear|einsum)\b|_mm_", re.I)),
+    (
+        "gemm",
+        re.compile(
+            r"gemm|cutlass|xmma|nvjet|wgmma|cublas|\bmm\b|aten::(mm|bmm|addmm|matmul|linear|einsum)\b|_mm_", re.I
+        ),
+    ),
     ("reduction", re.compile(r"reduce|aten::(sum|mean|amax|max|min|norm|logsumexp)\b|triton_(per|red)_", re.I)),
-    ("elementwise", re.compile(r"elementwise|vectorized|pointwise|triton_poi_|aten::(add|sub|mul|div|exp|log|sqrt|rsqrt|pow|"
-                               r"sigmoid|silu|neg|where|masked_fill|cat|stack|index|gather|embedding|tril|triu|ones|zeros|fill_)",
-                               re.I)),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|vectorized|pointwise|triton_poi_|aten::(add|sub|mul|div|exp|log|sqrt|rsqrt|pow|"
+            r"sigmoid|silu|neg|where|masked_fill|cat|stack|index|gather|embedding|tril|triu|ones|zeros|fill_)",
+            re.I,
+        ),
+    ),
 ]
 
 # The ranges the tables are keyed by (lmperf.ranges names them; other ranges, e.g. nsys's per-operator
@@ -107,8 +117,17 @@ def kernel_table(launches: Iterable[tuple[float, str, float]], spans: Spans, ste
         if at is not None:
             totals[(at, name)][0] += 1
             totals[(at, name)][1] += us
-    rows = [{"range": at, "kernel": name[:200], "category": categorize(name), "instances": n,
-             "instances_per_step": n / steps, "total_ms": us / 1e3, "mean_us": us / n}
-            for (at, name), (n, us) in totals.items()]
+    rows = [
+        {
+            "range": at,
+            "kernel": name[:200],
+            "category": categorize(name),
+            "instances": n,
+            "instances_per_step": n / steps,
+            "total_ms": us / 1e3,
+            "mean_us": us / n,
+        }
+        for (at, name), (n, us) in totals.items()
+    ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame.sort_values("total_ms", ascending=False).reset_index(drop=True)

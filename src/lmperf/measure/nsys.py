@@ -34,8 +34,13 @@ def supports_autograd_nvtx(nsys: str) -> bool:
 
 def profile_command(nsys: str, report: Path, command: list[str]) -> list[str]:
     """``nsys profile`` tracing CUDA and NVTX only (no CPU sampling, no context switches)."""
-    options = ["--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true",
-               f"--output={report.with_suffix('')}"]
+    options = [
+        "--trace=cuda,nvtx",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        f"--output={report.with_suffix('')}",
+    ]
     if supports_autograd_nvtx(nsys):
         options.append("--pytorch=autograd-nvtx")
     return [nsys, "profile", *options, *command]
@@ -48,9 +53,23 @@ def read_report(nsys: str, report: Path) -> tuple[pd.DataFrame, list[tuple[str, 
     with tempfile.TemporaryDirectory() as tmp:
         prefix = Path(tmp) / "stats"
         try:
-            subprocess.run([nsys, "stats", "--report", ",".join(REPORTS), "--format", "csv", "--force-export=true",
-                            "--force-overwrite=true", "--output", str(prefix), str(report)], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    nsys,
+                    "stats",
+                    "--report",
+                    ",".join(REPORTS),
+                    "--format",
+                    "csv",
+                    "--force-export=true",
+                    "--force-overwrite=true",
+                    "--output",
+                    str(prefix),
+                    str(report),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             return read_stats({name: Path(f"{prefix}_{name}.csv") for name in REPORTS})
         finally:
             report.with_suffix(".sqlite").unlink(missing_ok=True)
@@ -76,12 +95,14 @@ def read_stats(paths: dict[str, Path]) -> tuple[pd.DataFrame, list[tuple[str, fl
         return pd.DataFrame(columns=["launch", "start", "end", "name"]), []
     launch = api.set_index("corrid")["start"] if not api.empty else pd.Series(dtype=float)
     gpu = gpu[gpu["corrid"].isin(launch.index)]
-    activities = pd.DataFrame({
-        "launch": gpu["corrid"].map(launch).to_numpy() / 1e3,
-        "start": gpu["start"].to_numpy() / 1e3,
-        "end": (gpu["start"] + gpu["duration"]).to_numpy() / 1e3,
-        "name": gpu["name"].astype(str).to_numpy(),
-    })
+    activities = pd.DataFrame(
+        {
+            "launch": gpu["corrid"].map(launch).to_numpy() / 1e3,
+            "start": gpu["start"].to_numpy() / 1e3,
+            "end": (gpu["start"] + gpu["duration"]).to_numpy() / 1e3,
+            "name": gpu["name"].astype(str).to_numpy(),
+        }
+    )
     ranges = list(zip(nvtx["name"].map(range_name), nvtx["start"] / 1e3, nvtx["end"] / 1e3)) if not nvtx.empty else []
     return activities, ranges
 

@@ -13,8 +13,9 @@ CONFIDENCE = 0.95
 RESAMPLES = 2000
 
 
-def _bootstrap(statistic, samples: list[np.ndarray], confidence: float, resamples: int, seed: int,
-               paired: bool = True) -> tuple[float, float]:
+def _bootstrap(
+    statistic, samples: list[np.ndarray], confidence: float, resamples: int, seed: int, paired: bool = True
+) -> tuple[float, float]:
     """Percentile CI of ``statistic(*resampled)``: paired samples (round i of an interleaved run
     stays together; they must be of equal length) are resampled by the same indices, others
     independently."""
@@ -31,7 +32,9 @@ def _bootstrap(statistic, samples: list[np.ndarray], confidence: float, resample
     return float(low), float(high)
 
 
-def median_ci(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+def median_ci(
+    samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
     """Bootstrap confidence interval of the median of ``samples``."""
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
@@ -39,8 +42,9 @@ def median_ci(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLE
     return _bootstrap(lambda d: np.median(d, axis=1), [x], confidence, resamples, seed)
 
 
-def ratio_ci(a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0,
-             paired: bool = True) -> tuple[float, float, float]:
+def ratio_ci(
+    a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0, paired: bool = True
+) -> tuple[float, float, float]:
     """median(a) / median(b) and its bootstrap CI.
 
     Paired samples of equal length are taken as interleaved rounds (A B A B ...) and resampled in
@@ -50,19 +54,22 @@ def ratio_ci(a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, s
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("no samples")
-    low, high = _bootstrap(lambda x, y: np.median(x, axis=1) / np.median(y, axis=1), [a, b], confidence, resamples,
-                           seed, paired)
+    low, high = _bootstrap(
+        lambda x, y: np.median(x, axis=1) / np.median(y, axis=1), [a, b], confidence, resamples, seed, paired
+    )
     return float(np.median(a) / np.median(b)), low, high
 
 
-def difference_ci(a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0,
-                  paired: bool = False) -> tuple[float, float, float]:
+def difference_ci(
+    a, b, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0, paired: bool = False
+) -> tuple[float, float, float]:
     """median(a) - median(b) and its bootstrap CI (independent samples unless ``paired``)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("no samples")
-    low, high = _bootstrap(lambda x, y: np.median(x, axis=1) - np.median(y, axis=1), [a, b], confidence, resamples,
-                           seed, paired)
+    low, high = _bootstrap(
+        lambda x, y: np.median(x, axis=1) - np.median(y, axis=1), [a, b], confidence, resamples, seed, paired
+    )
     return float(np.median(a) - np.median(b)), low, high
 
 
@@ -100,8 +107,14 @@ def summarize_ms(times_s: list[float], prefix: str = "") -> dict[str, float]:
     std = statistics.stdev(ms) if len(ms) > 1 else 0.0
     low, high = median_ci(ms)
     stats = {
-        "median_ms": statistics.median(ms), "ci95_low_ms": low, "ci95_high_ms": high,
-        "mean_ms": mean, "std_ms": std, "min_ms": min(ms), "max_ms": max(ms),
-        "cv": std / mean if mean > 0 else float("nan"), "n_steps": len(ms),
+        "median_ms": statistics.median(ms),
+        "ci95_low_ms": low,
+        "ci95_high_ms": high,
+        "mean_ms": mean,
+        "std_ms": std,
+        "min_ms": min(ms),
+        "max_ms": max(ms),
+        "cv": std / mean if mean > 0 else float("nan"),
+        "n_steps": len(ms),
     }
     return {f"{prefix}{k}": v for k, v in stats.items()}

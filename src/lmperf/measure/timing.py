@@ -97,10 +97,15 @@ class Timings:
         return len(self.host_s) >= budget.min_steps and converged(self.host_s, budget.rel_halfwidth)
 
 
-def measure(steps: dict[str, Step], device: torch.device, warmup_steps: int, budget: Budget,
-            before: Callable[[str], None] | None = None,
-            settled: Callable[[dict[str, Timings]], bool] | None = None,
-            agree: Callable[[bool], bool] | None = None) -> dict[str, Timings]:
+def measure(
+    steps: dict[str, Step],
+    device: torch.device,
+    warmup_steps: int,
+    budget: Budget,
+    before: Callable[[str], None] | None = None,
+    settled: Callable[[dict[str, Timings]], bool] | None = None,
+    agree: Callable[[bool], bool] | None = None,
+) -> dict[str, Timings]:
     """Warm up, then time ``steps`` in interleaved rounds until ``budget`` says stop.
 
     ``before(name)`` runs untimed before each call of step ``name`` (e.g. to swap the attention of a
@@ -145,9 +150,16 @@ def measure(steps: dict[str, Step], device: torch.device, warmup_steps: int, bud
                 run(name, measured=True)
             counts = [len(timings[n].host_s) for n in live]
             done = min(counts, default=0)
-            stop = not counts or max(counts) >= budget.max_steps or done >= budget.min_steps and (
-                timeit.default_timer() - start > budget.max_seconds
-                or (done - budget.min_steps) % max(1, done // 8) == 0 and settled(timings))
+            stop = (
+                not counts
+                or max(counts) >= budget.max_steps
+                or done >= budget.min_steps
+                and (
+                    timeit.default_timer() - start > budget.max_seconds
+                    or (done - budget.min_steps) % max(1, done // 8) == 0
+                    and settled(timings)
+                )
+            )
             if agree is not None:
                 stop = agree(stop)
             if stop:
@@ -182,7 +194,7 @@ class PhaseClock:
         """The phase's times in seconds, the ``last`` ones only if given (the measured steps)."""
         synchronize(self.device)
         samples = self.samples.get(name, [])
-        samples = samples[len(samples) - last:] if last is not None else samples
+        samples = samples[len(samples) - last :] if last is not None else samples
         return [s[0].elapsed_time(s[1]) / 1e3 if isinstance(s, tuple) else s for s in samples]
 
 

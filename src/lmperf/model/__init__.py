@@ -6,6 +6,16 @@ from lmperf.model.sizes import BATCH_SIZE, SIZES, VOCAB_SIZE, model_config
 from lmperf.model.transformer import ModelConfig, TransformerLM, count_parameters, matmul_parameters
 
 __all__ = [
-    "AdamW", "BATCH_SIZE", "ModelConfig", "OPTIMIZERS", "SIZES", "TransformerLM", "VOCAB_SIZE",
-    "count_parameters", "cross_entropy", "make_optimizer", "matmul_parameters", "model_config",
+    "AdamW",
+    "BATCH_SIZE",
+    "ModelConfig",
+    "OPTIMIZERS",
+    "SIZES",
+    "TransformerLM",
+    "VOCAB_SIZE",
+    "count_parameters",
+    "cross_entropy",
+    "make_optimizer",
+    "matmul_parameters",
+    "model_config",
 ]

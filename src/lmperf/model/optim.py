@@ -12,7 +12,9 @@ class AdamW(torch.optim.Optimizer):
     p <- p - lr_t m / (sqrt(v) + eps);  p <- p - lr * weight_decay * p
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01):
+    def __init__(
+        self, params: Iterable, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01
+    ):
         if lr < 0:
             raise ValueError(f"invalid learning rate: {lr}")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
@@ -35,8 +37,7 @@ class AdamW(torch.optim.Optimizer):
             for p in params:
                 if not self.state[p]:
                     t = torch.zeros((), device=p.device, dtype=torch.promote_types(p.dtype, torch.float32))
-                    self.state[p].update(t=t,
-                                         m=torch.zeros_like(p), v=torch.zeros_like(p))
+                    self.state[p].update(t=t, m=torch.zeros_like(p), v=torch.zeros_like(p))
             for chunk in _chunks(params, self.CHUNK_BYTES):
                 self._update(chunk, group)
         return loss

@@ -14,6 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
+from lmperf.attention.naive import naive_attention
+
 AttentionFn = Callable[..., torch.Tensor]
 
 
@@ -154,8 +156,7 @@ class TransformerBlock(nn.Module):
 class TransformerLM(nn.Module):
     def __init__(self, cfg: ModelConfig, attention: AttentionFn | None = None, device=None, dtype=None):
         super().__init__()
-        if attention is None:
-            from lmperf.attention import naive_attention as attention
+        attention = attention or naive_attention
         self.cfg = cfg
         rope = RotaryEmbedding(cfg.d_head, cfg.context_length, cfg.rope_theta, device)
         self.token_embeddings = Embedding(cfg.vocab_size, cfg.d_model, device, dtype)

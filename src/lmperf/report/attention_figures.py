@@ -20,11 +20,22 @@ def sweep_figure(attention: pd.DataFrame, path) -> None:
     rows = ok(attention).assign(held=lambda f: held_mib(f))
     colors = context_colors(rows["d"]) if len(rows) else {}
     fig, axes = figure(ncols=3)
-    panels = [("forward_mean_ms", "forward (ms)"), ("backward_mean_ms", "backward (ms)"), ("held", "held for backward (MiB)")]
+    panels = [
+        ("forward_mean_ms", "forward (ms)"),
+        ("backward_mean_ms", "backward (ms)"),
+        ("held", "held for backward (MiB)"),
+    ]
     for ax, (column, label) in zip(axes[0], panels):
         for (compile_, d), group in rows.groupby(["compile", "d"]):
             group = group.sort_values("seq").dropna(subset=[column])
-            ax.plot(group["seq"], group[column], COMPILE_STYLE[compile_], marker="o", color=colors[d], label=f"d={d}, {compile_}")
+            ax.plot(
+                group["seq"],
+                group[column],
+                COMPILE_STYLE[compile_],
+                marker="o",
+                color=colors[d],
+                label=f"d={d}, {compile_}",
+            )
         ax.set(xscale="log", yscale="log", xlabel="sequence length", ylabel=label)
     if len(rows):
         axes[0][0].legend(fontsize=6)

@@ -13,8 +13,13 @@ def busbw_vs_size(allreduce: pd.DataFrame, path) -> None:
     for (backend, world), group in rows.groupby(["backend", "world_size"]):
         group = group.sort_values("bytes")
         ax.plot(group["bytes"], group["busbw_gbps"], marker="o", label=f"{backend}, {world} ranks")
-    ax.set(xscale="log", yscale="log", xlabel="tensor size (bytes)", ylabel="bus bandwidth from the median (GB/s)",
-           title="All-reduce, float32")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="tensor size (bytes)",
+        ylabel="bus bandwidth from the median (GB/s)",
+        title="All-reduce, float32",
+    )
     if len(rows):
         ax.legend(fontsize=7)
     save(fig, path)

@@ -18,7 +18,12 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
     rows = ok(allreduce)
     skipped = allreduce[allreduce["status"] != "ok"]
     if len(skipped):
-        out += ["Not run: " + "; ".join(f"{r.backend} with {r.world_size} ranks ({r.note})" for r in skipped.itertuples()) + ".", ""]
+        out += [
+            "Not run: "
+            + "; ".join(f"{r.backend} with {r.world_size} ranks ({r.note})" for r in skipped.itertuples())
+            + ".",
+            "",
+        ]
     if rows.empty:
         return "\n".join(out)
     rows = rows.sort_values(["backend", "world_size", "bytes"])
@@ -26,33 +31,59 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
         f"float32 tensors, as nccl-tests times them: per size {int(rows['warmup'].min())} warm-up all-reduces, then "
         f"{int(rows['iters'].min())} timed ones back to back (CUDA events on a GPU, the host clock for gloo on CPU); "
         "an iteration's time is the slowest rank's. Median with its bootstrap 95% CI; bandwidths from the median; "
-        "bus bandwidth = algorithm bandwidth × 2(n−1)/n.", "",
-        table(pd.DataFrame({
-            "backend": rows["backend"], "ranks": rows["world_size"], "size": rows["bytes"].map(human_bytes),
-            "median (ms)": [f"{num(m, 4)} [{num(lo, 4)}, {num(hi, 4)}]" for m, lo, hi in
-                            zip(rows["median_ms"], rows["ci95_low_ms"], rows["ci95_high_ms"])],
-            "min (ms)": rows["min_ms"].map(lambda x: num(x, 4)), "CV": rows["cv"].map(num),
-            "algbw (GB/s)": rows["algbw_gbps"].map(num), "busbw (GB/s)": rows["busbw_gbps"].map(num),
-        })), "",
+        "bus bandwidth = algorithm bandwidth × 2(n−1)/n.",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "backend": rows["backend"],
+                    "ranks": rows["world_size"],
+                    "size": rows["bytes"].map(human_bytes),
+                    "median (ms)": [
+                        f"{num(m, 4)} [{num(lo, 4)}, {num(hi, 4)}]"
+                        for m, lo, hi in zip(rows["median_ms"], rows["ci95_low_ms"], rows["ci95_high_ms"])
+                    ],
+                    "min (ms)": rows["min_ms"].map(lambda x: num(x, 4)),
+                    "CV": rows["cv"].map(num),
+                    "algbw (GB/s)": rows["algbw_gbps"].map(num),
+                    "busbw (GB/s)": rows["busbw_gbps"].map(num),
+                }
+            )
+        ),
+        "",
     ]
     for (backend, world), group in rows.groupby(["backend", "world_size"]):
         small, large = group.iloc[0], group.iloc[-1]
-        out.append(f"- {backend}, {world} ranks ({group['device_name'].iloc[0]}): {num(small['median_ms'] * 1e3, 1)} µs "
-                   f"at {human_bytes(small['bytes'])} (busbw {num(small['busbw_gbps'], 3)} GB/s) and "
-                   f"{num(large['median_ms'], 3)} ms at {human_bytes(large['bytes'])} "
-                   f"(busbw {num(large['busbw_gbps'])} GB/s).")
+        out.append(
+            f"- {backend}, {world} ranks ({group['device_name'].iloc[0]}): {num(small['median_ms'] * 1e3, 1)} µs "
+            f"at {human_bytes(small['bytes'])} (busbw {num(small['busbw_gbps'], 3)} GB/s) and "
+            f"{num(large['median_ms'], 3)} ms at {human_bytes(large['bytes'])} "
+            f"(busbw {num(large['busbw_gbps'])} GB/s)."
+        )
     out += ["", "![All-reduce bus bandwidth](figures/allreduce_busbw.png)", ""]
     if fits.empty:
         return "\n".join(out)
     out += [
-        "### Fit of time = o + bytes / w", "",
+        "### Fit of time = o + bytes / w",
+        "",
         "Per backend and rank count, on the medians, minimizing relative error (the sizes span six decades). A fit is "
         "refused where it is not physical (o < 0) or does not describe the sizes (weighted R² < 0.95); "
-        "`results/comm_fit.csv`.", "",
-        table(pd.DataFrame({
-            "backend": fits["backend"], "ranks": fits["world_size"], "sizes": fits["sizes"],
-            "o (µs)": fits["overhead_us"].map(lambda x: num(x, 1)), "w (GB/s)": fits["bandwidth_gbps"].map(num),
-            "R²": fits["r2"].map(lambda x: num(x, 3)), "status": fits["status"], "reason": fits["note"].fillna(""),
-        })), "",
+        "`results/comm_fit.csv`.",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "backend": fits["backend"],
+                    "ranks": fits["world_size"],
+                    "sizes": fits["sizes"],
+                    "o (µs)": fits["overhead_us"].map(lambda x: num(x, 1)),
+                    "w (GB/s)": fits["bandwidth_gbps"].map(num),
+                    "R²": fits["r2"].map(lambda x: num(x, 3)),
+                    "status": fits["status"],
+                    "reason": fits["note"].fillna(""),
+                }
+            )
+        ),
+        "",
     ]
     return "\n".join(out)

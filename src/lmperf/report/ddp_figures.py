@@ -20,14 +20,20 @@ def timeline(rows: pd.DataFrame, path) -> None:
         for y, stream in enumerate(streams):
             for kind, color in COLORS.items():
                 spans = group[(group["stream"] == stream) & (group["kind"] == kind)]
-                ax.broken_barh(list(zip(spans["start_ms"], spans["duration_ms"])), (y - 0.4, 0.8), color=color,
-                               label=kind if y == 0 or kind == "communication" else None)
+                ax.broken_barh(
+                    list(zip(spans["start_ms"], spans["duration_ms"])),
+                    (y - 0.4, 0.8),
+                    color=color,
+                    label=kind if y == 0 or kind == "communication" else None,
+                )
         ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
         title = f"{variant} (one step, rank 0)"
         if "traced_step_ms" in group:  # what tracing cost: the traced step against the untraced median
             first = group.iloc[0]
-            title += (f"\n{first['profiler']}: step {first['traced_step_ms']:.1f} ms traced, "
-                      f"{first['untraced_step_ms']:.1f} ms untraced (median)")
+            title += (
+                f"\n{first['profiler']}: step {first['traced_step_ms']:.1f} ms traced, "
+                f"{first['untraced_step_ms']:.1f} ms untraced (median)"
+            )
         ax.set(title=title, xlabel="time since first kernel (ms)")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))

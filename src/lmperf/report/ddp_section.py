@@ -12,15 +12,30 @@ import numpy as np
 import pandas as pd
 
 from lmperf.distributed.accounting import (
-    GB, FFNStack, Mesh, compute_bound_batch, devices_needed, fsdp_bytes_per_device, smallest_fsdp,
+    GB,
+    FFNStack,
+    Mesh,
+    compute_bound_batch,
+    devices_needed,
+    fsdp_bytes_per_device,
+    smallest_fsdp,
 )
 from lmperf.distributed.bucket_model import predict_exposed
 from lmperf.measure.stats import difference_ci, ratio_ci, resolved, split_ms
 from lmperf.model import TransformerLM, model_config
 from lmperf.report.markdown import num, ok, pct, ratio, table
 
-ORDER = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000",
-         "torch_ddp")
+ORDER = (
+    "local",
+    "naive",
+    "flat",
+    "individual",
+    "bucketed-1",
+    "bucketed-10",
+    "bucketed-100",
+    "bucketed-1000",
+    "torch_ddp",
+)
 MODELLED = ("naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000")
 BUCKET_GRID_MB = np.geomspace(0.25, 4096, 29)  # where the model looks for its optimum
 
@@ -45,10 +60,18 @@ def exposed(train: pd.DataFrame) -> pd.DataFrame:
                 value, low, high = difference_ci(mine, local)
             backward = split_ms(row.get("backward_times_ms"))
             sync = split_ms(row.get("sync_times_ms"))
-            out.append({**row.to_dict(), "variant": variant, "global_batch": batch, "exposed_ms": value,
-                        "exposed_low_ms": low, "exposed_high_ms": high,
-                        "backward_ms": float(np.median(backward)) if backward else float("nan"),
-                        "sync_ms": float(np.median(sync)) if sync else float("nan")})
+            out.append(
+                {
+                    **row.to_dict(),
+                    "variant": variant,
+                    "global_batch": batch,
+                    "exposed_ms": value,
+                    "exposed_low_ms": low,
+                    "exposed_high_ms": high,
+                    "backward_ms": float(np.median(backward)) if backward else float("nan"),
+                    "sync_ms": float(np.median(sync)) if sync else float("nan"),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -64,8 +87,11 @@ def predictions(rows: pd.DataFrame, fits: pd.DataFrame | None) -> tuple[pd.Serie
     if fit.empty:
         return pd.Series(dtype=float), {}, f"no all-reduce sweep of {first['backend']} with {first['world_size']} ranks"
     if fit["status"].iloc[0] != "ok":
-        return pd.Series(dtype=float), {}, (f"the {first['backend']} fit for {first['world_size']} ranks was refused: "
-                                            f"{fit['note'].iloc[0]}")
+        return (
+            pd.Series(dtype=float),
+            {},
+            (f"the {first['backend']} fit for {first['world_size']} ranks was refused: {fit['note'].iloc[0]}"),
+        )
     if local.empty:
         return pd.Series(dtype=float), {}, "no local variant measured its backward"
     o, w = fit["overhead_us"].iloc[0] / 1e6, fit["bandwidth_gbps"].iloc[0] * 1e9
@@ -74,11 +100,16 @@ def predictions(rows: pd.DataFrame, fits: pd.DataFrame | None) -> tuple[pd.Serie
     predicted = {v: predict_exposed(v, sizes, backward_s, o, w) * 1e3 for v in MODELLED}
     grid = {mb: predict_exposed(f"bucketed-{mb}", sizes, backward_s, o, w) * 1e3 for mb in BUCKET_GRID_MB}
     best = min(grid, key=grid.get)
-    return pd.Series(predicted), {"o_us": o * 1e6, "w_gbps": w / 1e9, "backward_ms": backward_s * 1e3,
-                                  "best_mb": best, "best_ms": grid[best]}, ""
+    return (
+        pd.Series(predicted),
+        {"o_us": o * 1e6, "w_gbps": w / 1e9, "backward_ms": backward_s * 1e3, "best_mb": best, "best_ms": grid[best]},
+        "",
+    )
 
 
-def render_training(train: pd.DataFrame, fits: pd.DataFrame | None = None, timeline: pd.DataFrame | None = None) -> list[str]:
+def render_training(
+    train: pd.DataFrame, fits: pd.DataFrame | None = None, timeline: pd.DataFrame | None = None
+) -> list[str]:
     out = ["## Data parallel training", ""]
     rows = exposed(train)
     if rows.empty:
@@ -91,24 +122,41 @@ def render_training(train: pd.DataFrame, fits: pd.DataFrame | None = None, timel
         f"more until the paired CI of variant / torch DDP excludes 1 or {num(first['max_seconds'], 0)} s are spent; a "
         "step's time is the slowest rank's. `local` is the same step with no gradient synchronization, so "
         "exposed communication = step − local (medians, bootstrap CI). Backward and `sync` (the wait for the "
-        "all-reduces after backward) are timed with CUDA events (the host clock on CPU); medians.", "",
+        "all-reduces after backward) are timed with CUDA events (the host clock on CPU); medians.",
+        "",
     ]
     for batch, group in rows.groupby("global_batch"):
         group = group.sort_values("variant", key=lambda c: c.map({v: i for i, v in enumerate(ORDER)}))
         predicted, model, why_not = predictions(group, fits)
-        out += [f"### Global batch {batch}", "", table(pd.DataFrame({
-            "variant": group["variant"],
-            "step (ms)": [f"{num(m)} [{num(lo)}, {num(hi)}]" for m, lo, hi in
-                          zip(group["median_ms"], group["ci95_low_ms"], group["ci95_high_ms"])],
-            "steps": group["n_steps"].map(lambda x: str(int(x))),
-            "vs torch DDP": [_versus(r) for r in group.itertuples()],
-            "backward (ms)": group["backward_ms"].map(num), "sync (ms)": group["sync_ms"].map(num),
-            "exposed comm (ms)": [f"{num(v)} [{num(lo)}, {num(hi)}]" if pd.notna(v) else "—" for v, lo, hi in
-                                  zip(group["exposed_ms"], group["exposed_low_ms"], group["exposed_high_ms"])],
-            "predicted (ms)": group["variant"].map(lambda v: num(predicted.get(v, float("nan")))),
-            "measured / predicted": [ratio(e / predicted[v]) if v in predicted and predicted[v] > 0 else "—"
-                                     for v, e in zip(group["variant"], group["exposed_ms"])],
-        })), ""]
+        out += [
+            f"### Global batch {batch}",
+            "",
+            table(
+                pd.DataFrame(
+                    {
+                        "variant": group["variant"],
+                        "step (ms)": [
+                            f"{num(m)} [{num(lo)}, {num(hi)}]"
+                            for m, lo, hi in zip(group["median_ms"], group["ci95_low_ms"], group["ci95_high_ms"])
+                        ],
+                        "steps": group["n_steps"].map(lambda x: str(int(x))),
+                        "vs torch DDP": [_versus(r) for r in group.itertuples()],
+                        "backward (ms)": group["backward_ms"].map(num),
+                        "sync (ms)": group["sync_ms"].map(num),
+                        "exposed comm (ms)": [
+                            f"{num(v)} [{num(lo)}, {num(hi)}]" if pd.notna(v) else "—"
+                            for v, lo, hi in zip(group["exposed_ms"], group["exposed_low_ms"], group["exposed_high_ms"])
+                        ],
+                        "predicted (ms)": group["variant"].map(lambda v: num(predicted.get(v, float("nan")))),
+                        "measured / predicted": [
+                            ratio(e / predicted[v]) if v in predicted and predicted[v] > 0 else "—"
+                            for v, e in zip(group["variant"], group["exposed_ms"])
+                        ],
+                    }
+                )
+            ),
+            "",
+        ]
         out += _claims(group, predicted, model, why_not)
     out += _timeline_caption(timeline)
     return out
@@ -130,13 +178,17 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
         row = bucketed.loc[best]
         if resolved(row["vs_anchor_ci95_low"], row["vs_anchor_ci95_high"]):
             faster = row["vs_anchor"] < 1
-            out.append(f"- Fastest bucketed variant: **{best}**, {pct(abs(row['vs_anchor'] - 1))} "
-                       f"{'faster' if faster else 'slower'} than torch DDP (paired CI "
-                       f"[{num(row['vs_anchor_ci95_low'], 3)}, {num(row['vs_anchor_ci95_high'], 3)}]).")
+            out.append(
+                f"- Fastest bucketed variant: **{best}**, {pct(abs(row['vs_anchor'] - 1))} "
+                f"{'faster' if faster else 'slower'} than torch DDP (paired CI "
+                f"[{num(row['vs_anchor_ci95_low'], 3)}, {num(row['vs_anchor_ci95_high'], 3)}])."
+            )
         else:
-            out.append(f"- Fastest bucketed variant by median: {best}; against torch DDP its ratio "
-                       f"{num(row['vs_anchor'], 3)} has a CI [{num(row['vs_anchor_ci95_low'], 3)}, "
-                       f"{num(row['vs_anchor_ci95_high'], 3)}] that holds 1: **not resolved at this batch**.")
+            out.append(
+                f"- Fastest bucketed variant by median: {best}; against torch DDP its ratio "
+                f"{num(row['vs_anchor'], 3)} has a CI [{num(row['vs_anchor_ci95_low'], 3)}, "
+                f"{num(row['vs_anchor_ci95_high'], 3)}] that holds 1: **not resolved at this batch**."
+            )
     if "naive" in by.index and pd.notna(by.loc["naive", "exposed_low_ms"]):
         naive = by.loc["naive"]
         if resolved(naive["exposed_low_ms"], naive["exposed_high_ms"], 0.0):
@@ -148,37 +200,55 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
                 else:
                     unresolved.append(v)
             if hidden:
-                out.append(f"- Against the naive variant's {num(naive['exposed_ms'])} ms of exposed communication, "
-                           "the overlapped variants hide " + ", ".join(f"{v} {pct(h)}" for v, h in hidden.items()) + ".")
+                out.append(
+                    f"- Against the naive variant's {num(naive['exposed_ms'])} ms of exposed communication, "
+                    "the overlapped variants hide " + ", ".join(f"{v} {pct(h)}" for v, h in hidden.items()) + "."
+                )
             if unresolved:
-                out.append(f"- {', '.join(unresolved)}: step time not resolved from the naive variant's, so no share "
-                           "hidden is given.")
+                out.append(
+                    f"- {', '.join(unresolved)}: step time not resolved from the naive variant's, so no share "
+                    "hidden is given."
+                )
         else:
-            out.append("- The naive variant's exposed communication is not resolved from zero at this batch, so no "
-                       "share hidden against it is given.")
+            out.append(
+                "- The naive variant's exposed communication is not resolved from zero at this batch, so no "
+                "share hidden against it is given."
+            )
     if "local" in by.index:
         local = split_ms(by.loc["local", "backward_times_ms"])
         slower = []
         for variant in ("individual", "torch_ddp"):
             if variant in by.index and local:
                 value, low, high = ratio_ci(split_ms(by.loc[variant, "backward_times_ms"]), local, paired=False)
-                slower.append(f"{variant} {num(value, 3)}× [{num(low, 3)}, {num(high, 3)}]"
-                              + ("" if resolved(low, high) else " (not resolved)"))
+                slower.append(
+                    f"{variant} {num(value, 3)}× [{num(low, 3)}, {num(high, 3)}]"
+                    + ("" if resolved(low, high) else " (not resolved)")
+                )
         if slower:
-            out.append("- Backward beside the all-reduces, against local's backward (ratio of medians, CUDA events): "
-                       + "; ".join(slower) + ".")
+            out.append(
+                "- Backward beside the all-reduces, against local's backward (ratio of medians, CUDA events): "
+                + "; ".join(slower)
+                + "."
+            )
     if model:
         measured = by[by.index.str.startswith("bucketed")]["exposed_ms"].dropna()
-        out.append(f"- Bucket model (all-reduce fit o = {num(model['o_us'], 1)} µs, w = {num(model['w_gbps'])} GB/s; "
-                   f"local backward {num(model['backward_ms'])} ms; buckets formed as DDPBucketed forms them): "
-                   f"predicted optimum **{num(model['best_mb'], 1)} MB** ({num(model['best_ms'])} ms exposed)"
-                   + (f"; measured best **{measured.idxmin()}** ({num(measured.min())} ms)." if len(measured) else "."))
-        ratios = [by.loc[v, "exposed_ms"] / predicted[v] for v in predicted.index
-                  if v.startswith("bucketed") and v in by.index and predicted[v] > 0 and pd.notna(by.loc[v, "exposed_ms"])]
+        out.append(
+            f"- Bucket model (all-reduce fit o = {num(model['o_us'], 1)} µs, w = {num(model['w_gbps'])} GB/s; "
+            f"local backward {num(model['backward_ms'])} ms; buckets formed as DDPBucketed forms them): "
+            f"predicted optimum **{num(model['best_mb'], 1)} MB** ({num(model['best_ms'])} ms exposed)"
+            + (f"; measured best **{measured.idxmin()}** ({num(measured.min())} ms)." if len(measured) else ".")
+        )
+        ratios = [
+            by.loc[v, "exposed_ms"] / predicted[v]
+            for v in predicted.index
+            if v.startswith("bucketed") and v in by.index and predicted[v] > 0 and pd.notna(by.loc[v, "exposed_ms"])
+        ]
         if ratios:
             within = all(0.5 <= r <= 2 for r in ratios)
-            out.append(f"- Bucketed variants, measured / predicted exposed communication: {num(min(ratios))}× to "
-                       f"{num(max(ratios))}× (bar: within a factor of 2: **{'met' if within else 'not met'}**).")
+            out.append(
+                f"- Bucketed variants, measured / predicted exposed communication: {num(min(ratios))}× to "
+                f"{num(max(ratios))}× (bar: within a factor of 2: **{'met' if within else 'not met'}**)."
+            )
     else:
         out.append(f"- No bucket-model prediction: {why_not}.")
     return out + [""]
@@ -189,10 +259,16 @@ def _timeline_caption(timeline: pd.DataFrame | None) -> list[str]:
     if timeline is None or ok(timeline).empty or "traced_step_ms" not in timeline:
         return out
     steps = ok(timeline).drop_duplicates("variant")
-    return out + ["The timeline is " + steps["profiler"].iloc[0] + "'s kernel trace of one step on rank 0. Tracing "
-                  "costs time: " + "; ".join(f"{r.variant} {num(r.traced_step_ms)} ms traced against "
-                                             f"{num(r.untraced_step_ms)} ms untraced (median)"
-                                             for r in steps.itertuples()) + ".", ""]
+    return out + [
+        "The timeline is " + steps["profiler"].iloc[0] + "'s kernel trace of one step on rank 0. Tracing "
+        "costs time: "
+        + "; ".join(
+            f"{r.variant} {num(r.traced_step_ms)} ms traced against {num(r.untraced_step_ms)} ms untraced (median)"
+            for r in steps.itertuples()
+        )
+        + ".",
+        "",
+    ]
 
 
 def render_sharding(sharding: pd.DataFrame) -> list[str]:
@@ -211,33 +287,47 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
         f"{first['size']} model, {int(first['world_size'])} ranks, torch.optim.AdamW; gradients synchronized by "
         "DDPIndividualParameters (no buffers of its own), so the runs differ only in where the optimizer "
         "state lives. Times: medians with bootstrap 95% CIs, slowest rank; the sharded optimizer step splits "
-        "into the update of this rank's shard and the parameter broadcasts. Memory is rank 0's allocator, in MiB.", "",
-        table(pd.DataFrame({
-            "": by.index, "step (ms)": [ci(r) for _, r in by.iterrows()],
-            "optimizer step (ms)": [ci(r, "optimizer_") for _, r in by.iterrows()],
-            "local update (ms)": [ci(r, "local_update_") if pd.notna(r.get("local_update_median_ms")) else "—"
-                                  for _, r in by.iterrows()],
-            "broadcasts (ms)": [ci(r, "broadcast_") if pd.notna(r.get("broadcast_median_ms")) else "—"
-                                for _, r in by.iterrows()],
-            "optimizer state": by["optimizer_state_mib"].map(lambda x: num(x, 0)),
-            "allocated before step": by["allocated_before_step_mib"].map(lambda x: num(x, 0)),
-            "allocated after step": by["allocated_after_step_mib"].map(lambda x: num(x, 0)),
-            "peak during step": by["peak_during_step_mib"].map(lambda x: num(x, 0)),
-        })), "",
+        "into the update of this rank's shard and the parameter broadcasts. Memory is rank 0's allocator, in MiB.",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "": by.index,
+                    "step (ms)": [ci(r) for _, r in by.iterrows()],
+                    "optimizer step (ms)": [ci(r, "optimizer_") for _, r in by.iterrows()],
+                    "local update (ms)": [
+                        ci(r, "local_update_") if pd.notna(r.get("local_update_median_ms")) else "—"
+                        for _, r in by.iterrows()
+                    ],
+                    "broadcasts (ms)": [
+                        ci(r, "broadcast_") if pd.notna(r.get("broadcast_median_ms")) else "—" for _, r in by.iterrows()
+                    ],
+                    "optimizer state": by["optimizer_state_mib"].map(lambda x: num(x, 0)),
+                    "allocated before step": by["allocated_before_step_mib"].map(lambda x: num(x, 0)),
+                    "allocated after step": by["allocated_after_step_mib"].map(lambda x: num(x, 0)),
+                    "peak during step": by["peak_during_step_mib"].map(lambda x: num(x, 0)),
+                }
+            )
+        ),
+        "",
     ]
     should = by.loc["unsharded", "optimizer_state_mib"] - by.loc["sharded", "optimizer_state_mib"]
     saved = by.loc["unsharded", "allocated_after_step_mib"] - by.loc["sharded", "allocated_after_step_mib"]
     budget = by.loc["unsharded", ["param_mib", "grad_mib", "optimizer_state_mib"]].sum()
     sharded, unsharded = by.loc["sharded"], by.loc["unsharded"]
     difference = sharded["optimizer_median_ms"] - unsharded["optimizer_median_ms"]
-    overlap = not (sharded["optimizer_ci95_low_ms"] > unsharded["optimizer_ci95_high_ms"]
-                   or sharded["optimizer_ci95_high_ms"] < unsharded["optimizer_ci95_low_ms"])
+    overlap = not (
+        sharded["optimizer_ci95_low_ms"] > unsharded["optimizer_ci95_high_ms"]
+        or sharded["optimizer_ci95_high_ms"] < unsharded["optimizer_ci95_low_ms"]
+    )
     out += [
         f"- Computed breakdown, unsharded: parameters + gradients + AdamW state = {num(budget, 0)} MiB against "
         f"{num(unsharded['allocated_after_step_mib'], 0)} MiB allocated after the step.",
         f"- Sharding should remove {num(should, 0)} MiB of optimizer state per rank; memory after the step is "
-        f"{num(saved, 0)} MiB lower, **{pct(saved / should)}** of it (bar: ≥ 90%: **{'met' if saved >= 0.9 * should else 'not met'}**).",
-        f"- The optimizer step goes from {num(unsharded['optimizer_median_ms'])} ms to {num(sharded['optimizer_median_ms'])} ms "
+        f"{num(saved, 0)} MiB lower, **{pct(saved / should)}** of it (bar: ≥ 90%: "
+        f"**{'met' if saved >= 0.9 * should else 'not met'}**).",
+        f"- The optimizer step goes from {num(unsharded['optimizer_median_ms'])} ms to "
+        f"{num(sharded['optimizer_median_ms'])} ms "
         f"({'+' if difference >= 0 else '−'}{num(abs(difference))} ms"
         + (", CIs overlap: not resolved)." if overlap else ").")
         + f" Of the sharded step, the shard's update takes {num(sharded.get('local_update_median_ms'))} ms and the "
@@ -245,7 +335,8 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
         f"{num(unsharded['optimizer_median_ms'] / 2)} ms, before the broadcasts are paid.",
         "- Unlike ZeRO stage 1, gradients are still all-reduced in full (every rank holds every gradient), and "
         "updated parameters travel by one broadcast per parameter from its owner rather than one all-gather; "
-        "ZeRO-1 reduce-scatters gradients so each rank receives only its shard's.", "",
+        "ZeRO-1 reduce-scatters gradients so each rank receives only its shard's.",
+        "",
     ]
     return out
 
@@ -259,14 +350,20 @@ def render_accounting() -> list[str]:
     act = model.activation_bytes_per_token()
     n = smallest_fsdp(model, 95 * GB, 0)
     n_at_batch = smallest_fsdp(model, 95 * GB, tokens)
-    at_batch = (f"at the {tokens:,}-token batch of (c) it takes N = {n_at_batch}" if n_at_batch else
-                f"at the {tokens:,}-token batch of (c) the unsharded half of the activations alone is "
-                f"{num(act * tokens / 2 / GB, 0)} GB, so no N fits without sharding or recomputing all of them")
+    at_batch = (
+        f"at the {tokens:,}-token batch of (c) it takes N = {n_at_batch}"
+        if n_at_batch
+        else f"at the {tokens:,}-token batch of (c) the unsharded half of the activations alone is "
+        f"{num(act * tokens / 2 / GB, 0)} GB, so no N fits without sharding or recomputing all of them"
+    )
     out = [
-        "## Communication accounting (XXL, computed)", "",
+        "## Communication accounting (XXL, computed)",
+        "",
         f"XXL: d_model {model.d_model}, d_ff {model.d_ff}, {model.blocks} blocks of two linear layers: "
-        f"{num(model.params / 1e9, 1)} B parameters (`lmperf.distributed.accounting`).", "",
-        table(pd.DataFrame({"part (fp32)": list(state), "GB": [num(b / GB, 0) for b in state.values()]})), "",
+        f"{num(model.params / 1e9, 1)} B parameters (`lmperf.distributed.accounting`).",
+        "",
+        table(pd.DataFrame({"part (fp32)": list(state), "GB": [num(b / GB, 0) for b in state.values()]})),
+        "",
         f"- (a) Weights, gradients and AdamW state take **{num(total / GB, 0)} GB**, "
         f"{devices_needed(total, 80 * GB)} H100s (80 GB) worth. Saved for backward in bf16: each block's input and "
         f"hidden activation, {num(act / 2**20, 2)} MiB per token ({num(act * tokens / GB, 0)} GB at the "
@@ -274,7 +371,8 @@ def render_accounting() -> list[str]:
         f"- (b) With weights, gradients, optimizer state and half of the activations sharded over N devices, "
         f"per-device memory is (state + activations/2)/N + activations/2. The state alone fits 95 GB from "
         f"**N = {n}** ({num(fsdp_bytes_per_device(model, n, 0) / GB, 1)} GB per device); {at_batch}.",
-        f"- (c) Forward pass on a TPU v5p mesh, FSDP X = {mesh.x}, TP Y = {mesh.y}, M_X = {mesh.m_x}, M_Y = {mesh.m_y}, "
+        f"- (c) Forward pass on a TPU v5p mesh, FSDP X = {mesh.x}, TP Y = {mesh.y}, M_X = {mesh.m_x}, M_Y = "
+        f"{mesh.m_y}, "
         f"C = {mesh.c:.2e} FLOP/s, W_ici = {mesh.w_ici:.2e} B/s (α = C/W = {num(bound['alpha'], 0)}): compute-bound "
         f"needs B ≥ X·α/M_X = **{tokens:,} tokens** overall, **{num(bound['per_device_tokens'], 0)} per device**; "
         f"the TP condition d_ff ≥ Y·α/M_Y = {num(bound['tp_condition_d_ff'], 0)} "
@@ -282,11 +380,13 @@ def render_accounting() -> list[str]:
         "- (d) To keep the batch small without becoming communication-bound: overlap the FSDP weight gathers "
         "with the previous layer's compute (prefetching), use pipeline parallelism across nodes so each "
         "device holds fewer layers, communicate in lower precision, and use faster links for the "
-        "bandwidth-hungry axis (tensor parallelism inside an NVLink/ICI domain).", "",
+        "bandwidth-hungry axis (tensor parallelism inside an NVLink/ICI domain).",
+        "",
     ]
     return out
 
 
-def render(train: pd.DataFrame, sharding: pd.DataFrame, fits: pd.DataFrame | None = None,
-           timeline: pd.DataFrame | None = None) -> str:
+def render(
+    train: pd.DataFrame, sharding: pd.DataFrame, fits: pd.DataFrame | None = None, timeline: pd.DataFrame | None = None
+) -> str:
     return "\n".join(render_training(train, fits, timeline) + render_sharding(sharding) + render_accounting())

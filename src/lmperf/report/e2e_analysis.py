@@ -69,8 +69,10 @@ def physics_violations(e2e: pd.DataFrame, slack: float = 0.02) -> pd.DataFrame:
             bad = times[times[faster] < times[slower] * (1 - slack)]
             found += [{"kind": f"{faster} < {slower}", **r} for r in bad[POINT].to_dict("records")]
     modes = [m for m in ("forward", "forward_backward", "train_step") if m in times.columns]
-    for grow, within in (("context_length", ["attention", "size", "precision", "compile"]),
-                         ("params", ["attention", "context_length", "precision", "compile"])):
+    for grow, within in (
+        ("context_length", ["attention", "size", "precision", "compile"]),
+        ("params", ["attention", "context_length", "precision", "compile"]),
+    ):
         for _, group in times.groupby(within):
             group = group.sort_values(grow)
             for mode in modes:
@@ -113,10 +115,21 @@ def attention_ratios(e2e: pd.DataFrame, base: str = "naive", mode: str = "train_
             if not base_times or not other_times:
                 continue
             value, low, high = ratio_ci(base_times, other_times)
-            out.append({**dict(zip(keys, point)), "attention": other, "base_ms": by_attention.loc[base, GPU_MS],
-                        "other_ms": by_attention.loc[other, GPU_MS], "speedup": value, "ci95_low": low, "ci95_high": high,
-                        "resolved": resolved(low, high)})
-    return pd.DataFrame(out, columns=[*keys, "attention", "base_ms", "other_ms", "speedup", "ci95_low", "ci95_high", "resolved"])
+            out.append(
+                {
+                    **dict(zip(keys, point)),
+                    "attention": other,
+                    "base_ms": by_attention.loc[base, GPU_MS],
+                    "other_ms": by_attention.loc[other, GPU_MS],
+                    "speedup": value,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "resolved": resolved(low, high),
+                }
+            )
+    return pd.DataFrame(
+        out, columns=[*keys, "attention", "base_ms", "other_ms", "speedup", "ci95_low", "ci95_high", "resolved"]
+    )
 
 
 def timer_agreement(e2e: pd.DataFrame) -> pd.Series:
@@ -159,7 +172,15 @@ def warmup_steps_cost(warmup: pd.DataFrame, first_steps: int = 5) -> pd.DataFram
             continue
         ratios = np.array(ratios)
         for i in range(first_steps):
-            out.append({"size": size, "mode": mode, "step": i + 1, "processes": len(ratios),
-                        "median_ratio": float(np.median(ratios[:, i])), "min_ratio": float(ratios[:, i].min()),
-                        "max_ratio": float(ratios[:, i].max())})
+            out.append(
+                {
+                    "size": size,
+                    "mode": mode,
+                    "step": i + 1,
+                    "processes": len(ratios),
+                    "median_ratio": float(np.median(ratios[:, i])),
+                    "min_ratio": float(ratios[:, i].min()),
+                    "max_ratio": float(ratios[:, i].max()),
+                }
+            )
     return pd.DataFrame(out, columns=["size", "mode", "step", "processes", "median_ratio", "min_ratio", "max_ratio"])

@@ -25,8 +25,14 @@ def _legend(ax, colors, precisions=("fp32", "bf16")) -> None:
 def no_graphed_times(path: Path) -> None:
     """The figure's place where no step was graphed (a CPU run): a panel that says so."""
     fig, axes = figure()
-    axes[0][0].text(0.5, 0.5, "no graphed (GPU-bound) timings in this run:\nCUDA graphs need a CUDA device",
-                    ha="center", va="center", transform=axes[0][0].transAxes)
+    axes[0][0].text(
+        0.5,
+        0.5,
+        "no graphed (GPU-bound) timings in this run:\nCUDA graphs need a CUDA device",
+        ha="center",
+        va="center",
+        transform=axes[0][0].transAxes,
+    )
     axes[0][0].set_axis_off()
     save(fig, path)
 
@@ -100,8 +106,12 @@ def host_overhead(e2e: pd.DataFrame, path: Path) -> None:
     launched, graphed = step_times(e2e, LAUNCHED_MS), step_times(e2e, GPU_MS)
     if graphed.empty:
         return no_graphed_times(path)
-    regimes = [(p, c) for p in ("fp32", "bf16") for c in ("eager", "compiled")
-               if ((graphed["precision"] == p) & (graphed["compile"] == c)).any()]
+    regimes = [
+        (p, c)
+        for p in ("fp32", "bf16")
+        for c in ("eager", "compiled")
+        if ((graphed["precision"] == p) & (graphed["compile"] == c)).any()
+    ]
     colors = context_colors(graphed["context_length"])
     fig, axes = figure(ncols=max(1, len(regimes)))
     for ax, (precision, compile_) in zip(axes[0], regimes):
@@ -109,8 +119,14 @@ def host_overhead(e2e: pd.DataFrame, path: Path) -> None:
             subset = frame[(frame["precision"] == precision) & (frame["compile"] == compile_)]
             for ctx, group in subset.groupby("context_length"):
                 group = group.sort_values("params")
-                ax.plot(group["params"] / 1e6, group["train_step"], marker="o", color=colors[ctx], mfc=fill,
-                        ls=":" if fill else "-")
+                ax.plot(
+                    group["params"] / 1e6,
+                    group["train_step"],
+                    marker="o",
+                    color=colors[ctx],
+                    mfc=fill,
+                    ls=":" if fill else "-",
+                )
         size_axis(ax, graphed)
         ax.set(yscale="log", ylabel="train step (ms)", title=f"{precision}, {compile_}: launched (open) vs graphed")
     _legend(axes[0][0], colors, precisions=())
@@ -123,9 +139,15 @@ def warmup_spread(warmup: pd.DataFrame, path: Path) -> None:
     fig, axes = figure()
     ax = axes[0][0]
     for i, ((size, mode), group) in enumerate(rows.groupby(["size", "mode"])):
-        ax.plot(group["warmup_steps"] + 0.08 * i, group["median_ms"], "o", alpha=0.7, label=f"{size}, {MODE_LABELS[mode]}")
-    ax.set(yscale="log", xlabel="warm-up steps", ylabel="measured median (ms), one per process",
-           title="Warm-up across fresh processes")
+        ax.plot(
+            group["warmup_steps"] + 0.08 * i, group["median_ms"], "o", alpha=0.7, label=f"{size}, {MODE_LABELS[mode]}"
+        )
+    ax.set(
+        yscale="log",
+        xlabel="warm-up steps",
+        ylabel="measured median (ms), one per process",
+        title="Warm-up across fresh processes",
+    )
     ax.legend(fontsize=7)
     save(fig, path)
 

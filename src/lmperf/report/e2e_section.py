@@ -7,8 +7,18 @@ computed sentence uses graphed times and is stated per regime (precision x compi
 import pandas as pd
 
 from lmperf.report.e2e_analysis import (
-    GPU_MS, attention_ratios, backward_ratio, describe_trend, gpu_bound, handout_model, optimizer_bandwidth,
-    physics_violations, speedup, timer_agreement, trend_with_size, warmup_steps_cost,
+    GPU_MS,
+    attention_ratios,
+    backward_ratio,
+    describe_trend,
+    gpu_bound,
+    handout_model,
+    optimizer_bandwidth,
+    physics_violations,
+    speedup,
+    timer_agreement,
+    trend_with_size,
+    warmup_steps_cost,
 )
 from lmperf.report.markdown import num, ok, pct, ratio, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
@@ -39,8 +49,9 @@ def step_time_table(e2e: pd.DataFrame, precision: str, compile_: str, attention:
                 continue
             mark = " †" if r.get("host_bound") == True else ""  # noqa: E712 - a bool, or NaN where not graphed
             record[f"{label} launched (ms)"] = _ci_cell(r["median_ms"], r["ci95_low_ms"], r["ci95_high_ms"]) + mark
-            record[f"{label} graphed (ms)"] = _ci_cell(r.get(GPU_MS, float("nan")), r.get("graphed_ci95_low_ms"),
-                                                        r.get("graphed_ci95_high_ms"))
+            record[f"{label} graphed (ms)"] = _ci_cell(
+                r.get(GPU_MS, float("nan")), r.get("graphed_ci95_low_ms"), r.get("graphed_ci95_high_ms")
+            )
         out.append(record)
     frame = pd.DataFrame(out)
     return frame if frame.empty else sort_by_size(frame, ["size", "context"])
@@ -80,12 +91,16 @@ def _physics_sentence(e2e: pd.DataFrame) -> str:
     if rows.empty:
         return "No graphed timings (CUDA graphs need a CUDA device), so the physics checks have nothing to check."
     bad = physics_violations(e2e)
-    checks = ("train step ≥ forward+backward ≥ forward at every point, and no time falling as the context or the "
-              "model grows (2% slack)")
+    checks = (
+        "train step ≥ forward+backward ≥ forward at every point, and no time falling as the context or the "
+        "model grows (2% slack)"
+    )
     if bad.empty:
         return f"Physics check on graphed times, {len(rows)} rows: {checks}: no violation."
-    listed = "; ".join(f"{r.kind} ({r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, {r.attention})"
-                       for r in bad.head(8).itertuples())
+    listed = "; ".join(
+        f"{r.kind} ({r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, {r.attention})"
+        for r in bad.head(8).itertuples()
+    )
     return f"Physics check on graphed times, {len(rows)} rows: {checks}: **{len(bad)} violations**: {listed}."
 
 
@@ -96,10 +111,14 @@ def _host_sentence(e2e: pd.DataFrame) -> str:
     parts = []
     for precision, compile_, group in _regimes(rows):
         share = (group["host_overhead_ms"] / group["median_ms"]).median()
-        parts.append(f"{precision} {compile_}: {int(group['host_bound'].astype(bool).sum())} of {len(group)} rows "
-                     f"host-bound, median launch overhead {pct(share)} of the launched time")
-    return ("Launched against graphed: " + "; ".join(parts) + ". Where a row is host-bound, its launched time "
-            "measures Python and the driver launching kernels, not the GPU.")
+        parts.append(
+            f"{precision} {compile_}: {int(group['host_bound'].astype(bool).sum())} of {len(group)} rows "
+            f"host-bound, median launch overhead {pct(share)} of the launched time"
+        )
+    return (
+        "Launched against graphed: " + "; ".join(parts) + ". Where a row is host-bound, its launched time "
+        "measures Python and the driver launching kernels, not the GPU."
+    )
 
 
 def _ci_sentence(e2e: pd.DataFrame) -> str:
@@ -109,23 +128,32 @@ def _ci_sentence(e2e: pd.DataFrame) -> str:
     half = (rows["graphed_ci95_high_ms"] - rows["graphed_ci95_low_ms"]) / 2 / rows[GPU_MS]
     launched = ok(e2e)
     launched_half = (launched["ci95_high_ms"] - launched["ci95_low_ms"]) / 2 / launched["median_ms"]
-    return (f"Repeatability: {pct((half <= 0.01).mean())} of the {len(rows)} graphed medians have a 95% CI within ±1% "
-            f"(largest ±{pct(half.max(), 2)}); of the launched medians, {pct((launched_half <= 0.01).mean())} do "
-            f"(largest ±{pct(launched_half.max(), 2)}), the rest stopped at the time budget.")
+    return (
+        f"Repeatability: {pct((half <= 0.01).mean())} of the {len(rows)} graphed medians have a 95% CI within ±1% "
+        f"(largest ±{pct(half.max(), 2)}); of the launched medians, {pct((launched_half <= 0.01).mean())} do "
+        f"(largest ±{pct(launched_half.max(), 2)}), the rest stopped at the time budget."
+    )
 
 
 def _ratio_sentence(e2e: pd.DataFrame) -> str:
     ratios = backward_ratio(e2e)
     if ratios.empty:
         return "No grid point has both a graphed forward and a graphed forward+backward timing."
-    parts = [f"{precision} {compile_} {num(g['ratio'].median())}× ({num(g['ratio'].min())}–{num(g['ratio'].max())}, "
-             f"{len(g)} points)" for precision, compile_, g in _regimes(ratios)]
-    return ("Forward + backward over forward, graphed, median per regime: " + "; ".join(parts) + ". The FLOP count "
-            "predicts 3× (backward = 2× forward); the forward here is inference (`torch.no_grad`), which stores no "
-            "activations for backward.")
+    parts = [
+        f"{precision} {compile_} {num(g['ratio'].median())}× ({num(g['ratio'].min())}–{num(g['ratio'].max())}, "
+        f"{len(g)} points)"
+        for precision, compile_, g in _regimes(ratios)
+    ]
+    return (
+        "Forward + backward over forward, graphed, median per regime: " + "; ".join(parts) + ". The FLOP count "
+        "predicts 3× (backward = 2× forward); the forward here is inference (`torch.no_grad`), which stores no "
+        "activations for backward."
+    )
 
 
-def _speedup_paragraph(e2e: pd.DataFrame, column: str, slow: str, fast: str, what: str, per: str) -> tuple[str, pd.DataFrame]:
+def _speedup_paragraph(
+    e2e: pd.DataFrame, column: str, slow: str, fast: str, what: str, per: str
+) -> tuple[str, pd.DataFrame]:
     gains = speedup(e2e, column, slow, fast)
     if gains.empty:
         return f"No pair of graphed {slow} and {fast} rows measured at one commit to compare.", gains
@@ -138,7 +166,8 @@ def _speedup_paragraph(e2e: pd.DataFrame, column: str, slow: str, fast: str, wha
                 continue
             rho = trend_with_size(series, "speedup")
             sentences.append(
-                f"{MODE_LABELS[mode]}, {value}: {what} is {num(series['speedup'].iloc[0])}× at {series['size'].iloc[0]} "
+                f"{MODE_LABELS[mode]}, {value}: {what} is {num(series['speedup'].iloc[0])}× at "
+                f"{series['size'].iloc[0]} "
                 f"and {num(series['speedup'].iloc[-1])}× at {series['size'].iloc[-1]} (median over contexts), and "
                 f"{describe_trend(rho)} (Spearman ρ = {num(rho)})."
             )
@@ -162,11 +191,17 @@ def mfu_table(e2e: pd.DataFrame) -> pd.DataFrame:
     for (precision, size, ctx), point in rows.groupby(["precision", "size", "context_length"]):
         by_mode = point.set_index("mode")
         get = lambda mode, col: by_mode.loc[mode, col] if mode in by_mode.index else float("nan")  # noqa: E731
-        out.append({"precision": precision, "size": size, "context": ctx,
-                    "train step graphed (ms)": num(get("train_step", GPU_MS)),
-                    "MFU fwd+bwd, graphed": pct(get("forward_backward", "graphed_mfu")),
-                    "MFU train step, graphed": pct(get("train_step", "graphed_mfu")),
-                    "MFU train step, launched": pct(get("train_step", "mfu"))})
+        out.append(
+            {
+                "precision": precision,
+                "size": size,
+                "context": ctx,
+                "train step graphed (ms)": num(get("train_step", GPU_MS)),
+                "MFU fwd+bwd, graphed": pct(get("forward_backward", "graphed_mfu")),
+                "MFU train step, graphed": pct(get("train_step", "graphed_mfu")),
+                "MFU train step, launched": pct(get("train_step", "mfu")),
+            }
+        )
     frame = pd.DataFrame(out)
     return frame if frame.empty else sort_by_size(frame, ["precision", "size", "context"])
 
@@ -176,21 +211,31 @@ def _mfu_sentence(e2e: pd.DataFrame) -> str:
     parts = []
     for (precision, mode), group in rows[rows["mode"] != "forward"].groupby(["precision", "mode"]):
         top = group.loc[group["graphed_mfu"].idxmax()]
-        parts.append(f"{precision} {MODE_LABELS[mode]} {pct(top['graphed_mfu'])} ({top['size']}, ctx {top['context_length']}, "
-                     f"against {num(top['peak_tflops'], 1)} TFLOP/s)")
+        parts.append(
+            f"{precision} {MODE_LABELS[mode]} {pct(top['graphed_mfu'])} ({top['size']}, ctx {top['context_length']}, "
+            f"against {num(top['peak_tflops'], 1)} TFLOP/s)"
+        )
     if not parts:
         return ""
-    return ("Best graphed MFU, compiled: " + "; ".join(parts) + ". FLOPs per step are 6·N·tokens plus 12·L·B·T²·d for "
-            "attention (see `lmperf.measure.flops`); fp32 is measured against the non-tensor-core peak.")
+    return (
+        "Best graphed MFU, compiled: " + "; ".join(parts) + ". FLOPs per step are 6·N·tokens plus 12·L·B·T²·d for "
+        "attention (see `lmperf.measure.flops`); fp32 is measured against the non-tensor-core peak."
+    )
 
 
 def optimizer_table(e2e: pd.DataFrame) -> pd.DataFrame:
     opt = sort_by_size(optimizer_bandwidth(e2e), ["size", "precision", "compile"])
-    return pd.DataFrame({
-        "size": opt["size"], "precision": opt["precision"], "compile": opt["compile"],
-        "optimizer step (ms)": opt["optimizer_ms"].map(num), "GB/s at 28 B/param": opt["gb_per_s"].map(lambda x: num(x, 0)),
-        "HBM bound (ms)": opt["bound_ms"].map(num), "over the bound": (opt["optimizer_ms"] / opt["bound_ms"]).map(ratio),
-    })
+    return pd.DataFrame(
+        {
+            "size": opt["size"],
+            "precision": opt["precision"],
+            "compile": opt["compile"],
+            "optimizer step (ms)": opt["optimizer_ms"].map(num),
+            "GB/s at 28 B/param": opt["gb_per_s"].map(lambda x: num(x, 0)),
+            "HBM bound (ms)": opt["bound_ms"].map(num),
+            "over the bound": (opt["optimizer_ms"] / opt["bound_ms"]).map(ratio),
+        }
+    )
 
 
 def warmup_table(warmup: pd.DataFrame) -> pd.DataFrame:
@@ -198,10 +243,18 @@ def warmup_table(warmup: pd.DataFrame) -> pd.DataFrame:
     rows = ok(warmup)
     out = []
     for (size, mode, steps), group in rows.groupby(["size", "mode", "warmup_steps"]):
-        out.append({"size": size, "mode": MODE_LABELS[mode], "warm-up steps": steps, "processes": len(group),
-                    "median of medians (ms)": num(group["median_ms"].median()),
-                    "range across processes (ms)": f"{num(group['median_ms'].min())}–{num(group['median_ms'].max())}",
-                    "median CV": pct(group["cv"].median()), "first call (ms)": num(group["first_step_ms"].median())})
+        out.append(
+            {
+                "size": size,
+                "mode": MODE_LABELS[mode],
+                "warm-up steps": steps,
+                "processes": len(group),
+                "median of medians (ms)": num(group["median_ms"].median()),
+                "range across processes (ms)": f"{num(group['median_ms'].min())}–{num(group['median_ms'].max())}",
+                "median CV": pct(group["cv"].median()),
+                "first call (ms)": num(group["first_step_ms"].median()),
+            }
+        )
     frame = pd.DataFrame(out)
     return frame if frame.empty else sort_by_size(frame, ["size", "mode", "warm-up steps"])
 
@@ -210,24 +263,37 @@ def _warmup_bullets(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
     cost = warmup_steps_cost(warmup)
     lines = []
     for (size, mode), group in cost.groupby(["size", "mode"]):
-        steps = ", ".join(f"step {int(r.step)} {num(r.median_ratio)}× ({num(r.min_ratio)}–{num(r.max_ratio)})"
-                          for r in group.itertuples())
-        line = (f"- {size}, {MODE_LABELS[mode]}, no warm-up, {int(group['processes'].iloc[0])} processes: each early step "
-                f"over that process's steady median, median across processes (range): {steps}.")
+        steps = ", ".join(
+            f"step {int(r.step)} {num(r.median_ratio)}× ({num(r.min_ratio)}–{num(r.max_ratio)})"
+            for r in group.itertuples()
+        )
+        line = (
+            f"- {size}, {MODE_LABELS[mode]}, no warm-up, {int(group['processes'].iloc[0])} processes: each early step "
+            f"over that process's steady median, median across processes (range): {steps}."
+        )
         settings = ok(warmup[(warmup["size"] == size) & (warmup["mode"] == mode)])
         spread = settings.groupby("warmup_steps")["median_ms"].agg(lambda s: s.max() / s.min()).max()
         by_setting = settings.groupby("warmup_steps")["median_ms"].median()
         moved = by_setting.max() / by_setting.min()
-        line += (f" Processes with the same setting differ by up to {num(spread)}× in their measured median, while the "
-                 f"warm-up setting moves the median across processes by {num(moved)}×"
-                 + (": the host's speed in each process, not the warm-up, sets the number." if spread > moved else "."))
-        point = e2e[(e2e["size"] == size) & (e2e["mode"] == mode) & (e2e["attention"] == "naive")
-                    & (e2e["precision"] == "fp32") & (e2e["compile"] == "eager")
-                    & (e2e["context_length"] == settings["context_length"].iloc[0])]
+        line += (
+            f" Processes with the same setting differ by up to {num(spread)}× in their measured median, while the "
+            f"warm-up setting moves the median across processes by {num(moved)}×"
+            + (": the host's speed in each process, not the warm-up, sets the number." if spread > moved else ".")
+        )
+        point = e2e[
+            (e2e["size"] == size)
+            & (e2e["mode"] == mode)
+            & (e2e["attention"] == "naive")
+            & (e2e["precision"] == "fp32")
+            & (e2e["compile"] == "eager")
+            & (e2e["context_length"] == settings["context_length"].iloc[0])
+        ]
         if len(point) and point["host_bound"].notna().all():
             p = point.iloc[0]
-            line += (f" The e2e study times this point at {num(p['graphed_median_ms'])} ms graphed against "
-                     f"{num(p['median_ms'])} ms launched: {'host-bound' if p['host_bound'] else 'not host-bound'}.")
+            line += (
+                f" The e2e study times this point at {num(p['graphed_median_ms'])} ms graphed against "
+                f"{num(p['median_ms'])} ms launched: {'host-bound' if p['host_bound'] else 'not host-bound'}."
+            )
         lines.append(line)
     return lines
 
@@ -241,18 +307,31 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
     parts = []
     for (other, precision, compile_), g in ratios.groupby(["attention", "precision", "compile"]):
         wins, losses = int((g["resolved"] & (g["speedup"] > 1)).sum()), int((g["resolved"] & (g["speedup"] < 1)).sum())
-        parts.append(f"{other} {precision} {compile_}: median {num(g['speedup'].median())}× "
-                     f"({wins} faster, {losses} slower, {len(g) - wins - losses} not resolved of {len(g)})")
-    out += ["Speed-up over naive attention (naive time / other time; a point counts as faster or slower only where its "
-            "paired bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".", ""]
+        parts.append(
+            f"{other} {precision} {compile_}: median {num(g['speedup'].median())}× "
+            f"({wins} faster, {losses} slower, {len(g) - wins - losses} not resolved of {len(g)})"
+        )
+    out += [
+        "Speed-up over naive attention (naive time / other time; a point counts as faster or slower only where its "
+        "paired bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".",
+        "",
+    ]
     ratios = sort_by_size(ratios, ["size", "context_length", "precision", "compile"])
-    frame = pd.DataFrame({
-        "size": ratios["size"], "context": ratios["context_length"], "precision": ratios["precision"],
-        "compile": ratios["compile"], "attention": ratios["attention"], "naive (ms)": ratios["base_ms"].map(num),
-        "other (ms)": ratios["other_ms"].map(num),
-        "speed-up (95% CI)": [f"{ratio(r.speedup)} ({num(r.ci95_low, 3)}–{num(r.ci95_high, 3)})" for r in ratios.itertuples()],
-        "resolved": ratios["resolved"].map({True: "yes", False: "not resolved"}),
-    })
+    frame = pd.DataFrame(
+        {
+            "size": ratios["size"],
+            "context": ratios["context_length"],
+            "precision": ratios["precision"],
+            "compile": ratios["compile"],
+            "attention": ratios["attention"],
+            "naive (ms)": ratios["base_ms"].map(num),
+            "other (ms)": ratios["other_ms"].map(num),
+            "speed-up (95% CI)": [
+                f"{ratio(r.speedup)} ({num(r.ci95_low, 3)}–{num(r.ci95_high, 3)})" for r in ratios.itertuples()
+            ],
+            "resolved": ratios["resolved"].map({True: "yes", False: "not resolved"}),
+        }
+    )
     return out + [table(frame), ""]
 
 
@@ -260,9 +339,11 @@ def _timer_sentence(e2e: pd.DataFrame) -> str:
     gap = timer_agreement(e2e)
     if gap.empty:
         return "CUDA-event timing is not available on this device, so the host timer is not cross-checked."
-    return (f"Timer check (of the clock, not of the GPU: both clocks include the same launch gaps): the host timer "
-            f"agrees with CUDA events around the same launched steps within {pct(gap.max(), 2)} on every row "
-            f"(median {pct(gap.median(), 2)}, {len(gap)} rows).")
+    return (
+        f"Timer check (of the clock, not of the GPU: both clocks include the same launch gaps): the host timer "
+        f"agrees with CUDA events around the same launched steps within {pct(gap.max(), 2)} on every row "
+        f"(median {pct(gap.median(), 2)}, {len(gap)} rows)."
+    )
 
 
 def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
@@ -274,16 +355,31 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
             frame = step_time_table(e2e, precision, compile_)
             if not frame.empty:
                 out += [f"**{precision}, {compile_}**", "", table(frame), ""]
-    out += [_physics_sentence(e2e_all), "", _host_sentence(e2e), "", _ci_sentence(e2e_all), "",
-            "![Launched vs graphed step time](figures/e2e_host_overhead.png)", "",
-            "![Graphed step time vs model size](figures/e2e_time_vs_size.png)", "",
-            "### The backward pass", "", _ratio_sentence(e2e), "",
-            "![Forward+backward over forward](figures/e2e_backward_ratio.png)", ""]
+    out += [
+        _physics_sentence(e2e_all),
+        "",
+        _host_sentence(e2e),
+        "",
+        _ci_sentence(e2e_all),
+        "",
+        "![Launched vs graphed step time](figures/e2e_host_overhead.png)",
+        "",
+        "![Graphed step time vs model size](figures/e2e_time_vs_size.png)",
+        "",
+        "### The backward pass",
+        "",
+        _ratio_sentence(e2e),
+        "",
+        "![Forward+backward over forward](figures/e2e_backward_ratio.png)",
+        "",
+    ]
     paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
     out += ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
-    paragraph, gains = _speedup_paragraph(e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision")
+    paragraph, gains = _speedup_paragraph(
+        e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
+    )
     out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "precision")), ""]
@@ -292,24 +388,42 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
         out += ["### Model FLOPs utilization (compiled)", "", _mfu_sentence(e2e), "", table(mfu), ""]
     opt = optimizer_table(e2e)
     if not opt.empty:
-        out += ["### The optimizer step", "",
-                "GPU time of the optimizer step (graphed train step − graphed forward+backward, median over contexts), "
-                "and its bandwidth counted at AdamW's least traffic: read p, g, m, v and write p, m, v, 28 bytes per "
-                "fp32 parameter. The bound is that traffic at the device's HBM bandwidth.", "", table(opt), ""]
-    out += ["### Warm-up", "",
-            "Each setting runs in several fresh processes, so zero warm-up steps means the measured steps include CUDA "
-            "context creation, kernel loading, cuBLAS handle and workspace set-up and the caching allocator's first "
-            "device allocations; the spread across processes shows how far one process's host speed moves the number. "
-            f"Warm-up rows: commit {', '.join(f'`{c}`' for c in sorted(warmup['commit'].dropna().astype(str).unique())) or '—'}.",
-            "", table(warmup_table(warmup)), "", *_warmup_bullets(warmup, e2e), "",
-            "![Warm-up across processes](figures/warmup_cv.png)", ""]
+        out += [
+            "### The optimizer step",
+            "",
+            "GPU time of the optimizer step (graphed train step − graphed forward+backward, median over contexts), "
+            "and its bandwidth counted at AdamW's least traffic: read p, g, m, v and write p, m, v, 28 bytes per "
+            "fp32 parameter. The bound is that traffic at the device's HBM bandwidth.",
+            "",
+            table(opt),
+            "",
+        ]
+    commits = ", ".join(f"`{c}`" for c in sorted(warmup["commit"].dropna().astype(str).unique())) or "—"
+    out += [
+        "### Warm-up",
+        "",
+        "Each setting runs in several fresh processes, so zero warm-up steps means the measured steps include CUDA "
+        "context creation, kernel loading, cuBLAS handle and workspace set-up and the caching allocator's first "
+        "device allocations; the spread across processes shows how far one process's host speed moves the number. "
+        f"Warm-up rows: commit {commits}.",
+        "",
+        table(warmup_table(warmup)),
+        "",
+        *_warmup_bullets(warmup, e2e),
+        "",
+        "![Warm-up across processes](figures/warmup_cv.png)",
+        "",
+    ]
     out += _attention_section(e2e_all)
     out += [_timer_sentence(e2e), ""]
     failed = e2e_all[e2e_all["status"] != "ok"]
     if not failed.empty:
         out += ["### Points that did not run", ""]
         for r in failed.itertuples():
-            out.append(f"- {r.attention}, {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, {MODE_LABELS[r.mode]}: "
-                       f"**{r.status}** — {str(r.note).split(' GPU ')[0]}")
+            out.append(
+                f"- {r.attention}, {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, "
+                f"{MODE_LABELS[r.mode]}: "
+                f"**{r.status}** — {str(r.note).split(' GPU ')[0]}"
+            )
         out.append("")
     return "\n".join(out)

@@ -10,8 +10,11 @@ def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
     rows = ok(sweep) if "status" in sweep else sweep.iloc[:0]
     rows = rows[rows["pass"] == "forward_backward"] if len(rows) else rows
     # a skipped-only frame has no dtype, d or implementation columns
-    dtypes, head_dims, names = ((sorted(set(rows["dtype"])), sorted({int(d) for d in rows["d"]}),
-                                 sorted(set(rows["implementation"]))) if len(rows) else ([], [], []))
+    dtypes, head_dims, names = (
+        (sorted(set(rows["dtype"])), sorted({int(d) for d in rows["d"]}), sorted(set(rows["implementation"])))
+        if len(rows)
+        else ([], [], [])
+    )
     fig, axes = figure(ncols=max(1, len(head_dims)), nrows=max(1, len(dtypes)))  # a row per dtype, a column per d
     if not dtypes:
         reason = sweep["note"].iloc[0] if len(sweep) and "note" in sweep else "no rows"

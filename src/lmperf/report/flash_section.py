@@ -21,8 +21,10 @@ def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str) -> str:
         return ""
     ratio = theirs["median_ms"].iloc[0] / ours["median_ms"].iloc[0]
     verdict = "faster than" if ratio > 1 else "slower than"
-    return (f"{PASS_LABELS[pass_].capitalize()}: ours takes {num(ours['median_ms'].iloc[0], 3)} ms, "
-            f"{num(ratio)}× the speed of {other} ({num(theirs['median_ms'].iloc[0], 3)} ms) — {verdict} it.")
+    return (
+        f"{PASS_LABELS[pass_].capitalize()}: ours takes {num(ours['median_ms'].iloc[0], 3)} ms, "
+        f"{num(ratio)}× the speed of {other} ({num(theirs['median_ms'].iloc[0], 3)} ms) — {verdict} it."
+    )
 
 
 def leaderboard(frame: pd.DataFrame) -> list[str]:
@@ -32,16 +34,28 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         return out + [skipped, ""]
     rows = ok(frame)
     first = rows.iloc[0]
-    shown = pd.DataFrame({
-        "implementation": rows["implementation"], "pass": rows["pass"].map(PASS_LABELS),
-        "median (ms)": rows["median_ms"].map(lambda x: num(x, 3)), "TFLOP/s": rows["tflops"].map(lambda x: num(x, 1)),
-        "max rel. diff. vs sdpa_flash (O, dQ, dK, dV)": rows["rel_diff_vs_sdpa_flash"].map(lambda x: f"{x:.2e}"),
-    })
-    sentences = [_ratio_sentence(rows, p, other) for p in ("forward_backward", "forward") for other in ("sdpa_flash", "sdpa_cudnn")]
+    shown = pd.DataFrame(
+        {
+            "implementation": rows["implementation"],
+            "pass": rows["pass"].map(PASS_LABELS),
+            "median (ms)": rows["median_ms"].map(lambda x: num(x, 3)),
+            "TFLOP/s": rows["tflops"].map(lambda x: num(x, 1)),
+            "max rel. diff. vs sdpa_flash (O, dQ, dK, dV)": rows["rel_diff_vs_sdpa_flash"].map(lambda x: f"{x:.2e}"),
+        }
+    )
+    sentences = [
+        _ratio_sentence(rows, p, other)
+        for p in ("forward_backward", "forward")
+        for other in ("sdpa_flash", "sdpa_cudnn")
+    ]
     return out + [
         f"`triton.testing.do_bench` median, warm-up {first['warmup_ms']} ms, repetitions for {first['rep_ms']} ms; "
         "ours is `torch.compile(FlashAttentionTriton.apply)`, and `o.sum().backward()` for the backward.",
-        "", table(shown), "", *[s for s in sentences if s], "",
+        "",
+        table(shown),
+        "",
+        *[s for s in sentences if s],
+        "",
     ]
 
 
@@ -66,11 +80,20 @@ def _memory_sentence(ours: pd.DataFrame) -> list[str]:
     last, before = ours.iloc[-1], ours.iloc[-2]
     growth = last["peak_mem_gib"] / before["peak_mem_gib"]
     seq_growth = last["seq"] / before["seq"]
-    shape = ("at most linear" if growth <= 1.05 * seq_growth else
-             "between linear and quadratic" if growth < 0.75 * seq_growth**2 else "quadratic")
-    return [f"Peak memory of ours, forward + backward: {num(before['peak_mem_gib'], 3)} GiB at seq {int(before['seq'])} and "
-            f"{num(last['peak_mem_gib'], 3)} GiB at seq {int(last['seq'])}: ×{num(growth)} for ×{num(seq_growth)} "
-            f"the sequence ({shape} in sequence length; an N² buffer would grow ×{num(seq_growth**2)}).", ""]
+    shape = (
+        "at most linear"
+        if growth <= 1.05 * seq_growth
+        else "between linear and quadratic"
+        if growth < 0.75 * seq_growth**2
+        else "quadratic"
+    )
+    return [
+        f"Peak memory of ours, forward + backward: {num(before['peak_mem_gib'], 3)} GiB at seq "
+        f"{int(before['seq'])} and "
+        f"{num(last['peak_mem_gib'], 3)} GiB at seq {int(last['seq'])}: ×{num(growth)} for ×{num(seq_growth)} "
+        f"the sequence ({shape} in sequence length; an N² buffer would grow ×{num(seq_growth**2)}).",
+        "",
+    ]
 
 
 def longest_sequence_sentence(group: pd.DataFrame) -> list[str]:
@@ -91,8 +114,10 @@ def longest_sequence_sentence(group: pd.DataFrame) -> list[str]:
             continue
         best = others.loc[others["median_ms"].idxmin()]
         ms = mine["median_ms"].iloc[0]
-        parts.append(f"{label} {num(ms, 3)} ms against {best['implementation']}'s {num(best['median_ms'], 3)} ms "
-                     f"({num(best['median_ms'] / ms)}× the speed)")
+        parts.append(
+            f"{label} {num(ms, 3)} ms against {best['implementation']}'s {num(best['median_ms'], 3)} ms "
+            f"({num(best['median_ms'] / ms)}× the speed)"
+        )
     if not parts:
         return []
     return [f"At seq {int(seq)}, ours_triton against the fastest other implementation: " + "; ".join(parts) + ".", ""]
@@ -107,20 +132,32 @@ def sweep(frame: pd.DataFrame) -> list[str]:
     for (dtype, d), all_passes in rows.groupby(["dtype", "d"]):
         group = all_passes[all_passes["pass"] == "forward_backward"]
         wide = group.pivot_table(index="seq", columns="implementation", values="median_ms").reset_index()
-        out += [f"**forward + backward (ms), {dtype}, d = {d}**", "",
-                table(wide.map(lambda x: num(x, 3) if isinstance(x, float) else str(x))), ""]
+        out += [
+            f"**forward + backward (ms), {dtype}, d = {d}**",
+            "",
+            table(wide.map(lambda x: num(x, 3) if isinstance(x, float) else str(x))),
+            "",
+        ]
         flat_to = host_bound_up_to(group)
         if flat_to is not None and flat_to > group["seq"].min():  # else no flat region to name
-            out += [f"Up to seq {flat_to} each fused kernel ({', '.join(sorted(set(FUSED) & set(group['implementation'])))}) "
-                    f"stays within 2× its time at seq {int(group['seq'].min())}: at batch 1 those rows time the host "
-                    "(Python, autograd, kernel launches) more than the kernels, which the longer sequences and the "
-                    "leaderboard shape compare.", ""]
+            out += [
+                f"Up to seq {flat_to} each fused kernel "
+                f"({', '.join(sorted(set(FUSED) & set(group['implementation'])))}) "
+                f"stays within 2× its time at seq {int(group['seq'].min())}: at batch 1 those rows time the host "
+                "(Python, autograd, kernel launches) more than the kernels, which the longer sequences and the "
+                "leaderboard shape compare.",
+                "",
+            ]
         out += longest_sequence_sentence(all_passes)
         out += _memory_sentence(group[group["implementation"] == "ours_triton"].sort_values("seq"))
     not_run = frame[frame["status"] != "ok"]
     if len(not_run):
-        out += [f"{len(not_run)} sweep rows did not run: "
-                + "; ".join(sorted({f"{r.implementation} {r.dtype}: {r.status}" for r in not_run.itertuples()})) + ".", ""]
+        out += [
+            f"{len(not_run)} sweep rows did not run: "
+            + "; ".join(sorted({f"{r.implementation} {r.dtype}: {r.status}" for r in not_run.itertuples()}))
+            + ".",
+            "",
+        ]
     return out + ["![FlashAttention throughput](figures/flash_tflops.png)", ""]
 
 

@@ -29,7 +29,9 @@ def timeline(series: pd.DataFrame, phases: pd.DataFrame, path, title: str = "") 
         ax.axvspan(start, end, color=STAGE_COLORS.get(stage, "#ffffff"), zorder=0)
         ax.axvline(end, color="black", linewidth=0.4)
         if stage in ("build", "optimizer step") or phase == phases["phase"].iloc[-1]:
-            ax.annotate(phase, (end, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6, ha="right", va="top")
+            ax.annotate(
+                phase, (end, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6, ha="right", va="top"
+            )
         start = end
     ax.set(xlabel="allocation trace (events)", ylabel="live memory (MiB)", title=title)
     save(fig, path)

@@ -7,8 +7,12 @@ import pandas as pd
 from lmperf.report.markdown import num, ok, pct, table
 
 STAGES = ("after_forward_mib", "after_backward_mib", "after_optimizer_step_mib")
-AT_PEAK = {"weights": "peak_weights_mib", "optimizer state": "peak_optimizer_mib", "gradients": "peak_gradients_mib",
-           "activations and temporaries": "peak_activations_mib"}
+AT_PEAK = {
+    "weights": "peak_weights_mib",
+    "optimizer state": "peak_optimizer_mib",
+    "gradients": "peak_gradients_mib",
+    "activations and temporaries": "peak_activations_mib",
+}
 E2E_AGREEMENT = 0.05  # the memory study's steady peak and the e2e study's, same point: within 5%
 
 
@@ -27,8 +31,10 @@ def e2e_agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> pd.DataFram
         return pd.DataFrame()
     other = ok(e2e)
     other = other[(other["compile"] == "eager") & (other["attention"] == "naive")]
-    joined = steady.merge(other[["size", "precision", "context_length", "mode", "peak_mem_gib", "commit"]],
-                          on=["size", "precision", "context_length", "mode", "commit"])
+    joined = steady.merge(
+        other[["size", "precision", "context_length", "mode", "peak_mem_gib", "commit"]],
+        on=["size", "precision", "context_length", "mode", "commit"],
+    )
     joined["e2e_mib"] = joined["peak_mem_gib"] * 1024
     joined["difference"] = joined["allocator_peak_mib"] / joined["e2e_mib"] - 1
     return joined
@@ -49,25 +55,43 @@ def render(memory: pd.DataFrame, allocations: pd.DataFrame, e2e: pd.DataFrame | 
         "`train_step` forward + backward + optimizer step. The *first* step of a fresh model creates AdamW's state "
         "after its backward; the *steady* row is the last step, when that state exists from the start. Memory in "
         "MiB; *trace* numbers come from the recorded allocations, *allocator* from torch.cuda's peak statistics "
-        "(reset at each step's start).", "",
-        table(pd.DataFrame({
-            "mode": rows["mode"], "precision": rows["precision"], "context": rows["context_length"],
-            "step": rows["state"] + " (" + rows["step"].astype(int).astype(str) + ")",
-            "trace peak": rows["trace_peak_mib"].map(lambda x: num(x, 1)),
-            "allocator peak": rows["allocator_peak_mib"].map(lambda x: num(x, 1)),
-            **{label: rows[col].map(lambda x: num(x, 1)) for label, col in
-               zip(("after forward", "after backward", "after step"), STAGES) if col in rows},
-        })), "",
+        "(reset at each step's start).",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "mode": rows["mode"],
+                    "precision": rows["precision"],
+                    "context": rows["context_length"],
+                    "step": rows["state"] + " (" + rows["step"].astype(int).astype(str) + ")",
+                    "trace peak": rows["trace_peak_mib"].map(lambda x: num(x, 1)),
+                    "allocator peak": rows["allocator_peak_mib"].map(lambda x: num(x, 1)),
+                    **{
+                        label: rows[col].map(lambda x: num(x, 1))
+                        for label, col in zip(("after forward", "after backward", "after step"), STAGES)
+                        if col in rows
+                    },
+                }
+            )
+        ),
+        "",
     ]
     if len(failed):
-        out += ["Did not fit: " + "; ".join(f"{r.mode} {r.precision} ctx {r.context_length} ({r.status})"
-                                             for r in failed.itertuples()) + ".", ""]
+        out += [
+            "Did not fit: "
+            + "; ".join(f"{r.mode} {r.precision} ctx {r.context_length} ({r.status})" for r in failed.itertuples())
+            + ".",
+            "",
+        ]
     out += _steady_vs_first(rows) + _precision_ratio(rows) + _agreement(memory, e2e) + _budget(rows)
     out += _largest(rows, allocations)
     out += ["Active memory timelines (live allocations stacked by what they are, phases shaded, all steps):", ""]
     shown = rows.drop_duplicates(["mode", "precision", "context_length"])
-    out += [f"![{r.mode} {r.precision} ctx {r.context_length}](figures/memory/{r.precision}-{r.mode}-ctx{r.context_length}.png)"
-            for r in shown.itertuples()]
+    out += [
+        f"![{r.mode} {r.precision} ctx "
+        f"{r.context_length}](figures/memory/{r.precision}-{r.mode}-ctx{r.context_length}.png)"
+        for r in shown.itertuples()
+    ]
     return "\n".join(out + [""])
 
 
@@ -79,10 +103,13 @@ def _steady_vs_first(rows: pd.DataFrame) -> list[str]:
     change = (pivot["steady"] / pivot["first"] - 1).dropna()
     if change.empty:
         return []
-    return [f"- Train step, steady state against the first step: the peak changes by {pct(change.min())} to "
-            f"{pct(change.max())} over precisions and contexts. In the first step AdamW's m and v are created after "
-            "backward has freed the activations; from the second step on they are live through forward and "
-            "backward, on top of the activations.", ""]
+    return [
+        f"- Train step, steady state against the first step: the peak changes by {pct(change.min())} to "
+        f"{pct(change.max())} over precisions and contexts. In the first step AdamW's m and v are created after "
+        "backward has freed the activations; from the second step on they are live through forward and "
+        "backward, on top of the activations.",
+        "",
+    ]
 
 
 def _precision_ratio(rows: pd.DataFrame) -> list[str]:
@@ -93,42 +120,64 @@ def _precision_ratio(rows: pd.DataFrame) -> list[str]:
         if {"fp32", "bf16"} <= set(by.columns):
             ratio = (by["bf16"] / by["fp32"]).dropna()
             if len(ratio):
-                why = ("autocast shrinks the activations and their saved copies; weights, gradients and AdamW "
-                       "state stay fp32, and the cast cache adds a bf16 copy of each weight." if mode == "train_step"
-                       else "without a backward pass only the live activations shrink, and the cast cache adds "
-                       "a bf16 copy of each weight.")
-                out.append(f"- {mode}, steady state: the bf16 peak is {pct(ratio.min(), 0)}–{pct(ratio.max(), 0)} of "
-                           f"the fp32 peak over contexts {', '.join(map(str, ratio.index))}: {why}")
+                why = (
+                    "autocast shrinks the activations and their saved copies; weights, gradients and AdamW "
+                    "state stay fp32, and the cast cache adds a bf16 copy of each weight."
+                    if mode == "train_step"
+                    else "without a backward pass only the live activations shrink, and the cast cache adds "
+                    "a bf16 copy of each weight."
+                )
+                out.append(
+                    f"- {mode}, steady state: the bf16 peak is {pct(ratio.min(), 0)}–{pct(ratio.max(), 0)} of "
+                    f"the fp32 peak over contexts {', '.join(map(str, ratio.index))}: {why}"
+                )
     return out + [""] if out else []
 
 
 def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
     joined = e2e_agreement(memory, e2e)
     if joined.empty:
-        return ["The e2e study measured none of these points at this commit, so the steady-state peaks have no "
-                "independent cross-check in this run.", ""]
+        return [
+            "The e2e study measured none of these points at this commit, so the steady-state peaks have no "
+            "independent cross-check in this run.",
+            "",
+        ]
     joined = joined.sort_values(["mode", "precision", "context_length"])
     worst = joined["difference"].abs().max()
     return [
         "Cross-check: the steady-state allocator peak here against the e2e study's peak for the same point, "
         "measured at the same commit "
         "(eager, naive attention; a separate process that ran warm-up steps and then one more step with the "
-        "peak statistics reset):", "",
-        table(pd.DataFrame({
-            "mode": joined["mode"], "precision": joined["precision"], "context": joined["context_length"],
-            "memory study (MiB)": joined["allocator_peak_mib"].map(lambda x: num(x, 1)),
-            "e2e study (MiB)": joined["e2e_mib"].map(lambda x: num(x, 1)),
-            "difference": joined["difference"].map(pct), "commit": joined["commit"],
-        })), "",
+        "peak statistics reset):",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "mode": joined["mode"],
+                    "precision": joined["precision"],
+                    "context": joined["context_length"],
+                    "memory study (MiB)": joined["allocator_peak_mib"].map(lambda x: num(x, 1)),
+                    "e2e study (MiB)": joined["e2e_mib"].map(lambda x: num(x, 1)),
+                    "difference": joined["difference"].map(pct),
+                    "commit": joined["commit"],
+                }
+            )
+        ),
+        "",
         f"- Largest difference {pct(worst)} (bar: within {pct(E2E_AGREEMENT, 0)}: "
-        f"**{'met' if worst <= E2E_AGREEMENT else 'not met'}**).", "",
+        f"**{'met' if worst <= E2E_AGREEMENT else 'not met'}**).",
+        "",
     ]
 
 
 def _budget(rows: pd.DataFrame) -> list[str]:
     """The steady-state peak of the fp32 train step at the largest context, reconciled."""
     train = rows[(rows["mode"] == "train_step") & (rows["precision"] == "fp32") & (rows["state"] == "steady")]
-    if train.empty or not set(AT_PEAK.values()) <= set(train.columns) or train[list(AT_PEAK.values())].isna().any(axis=None):
+    if (
+        train.empty
+        or not set(AT_PEAK.values()) <= set(train.columns)
+        or train[list(AT_PEAK.values())].isna().any(axis=None)
+    ):
         return []
     row = train.sort_values("context_length").iloc[-1]
     params = row["params"]
@@ -139,17 +188,31 @@ def _budget(rows: pd.DataFrame) -> list[str]:
     lines = [
         f"Budget of the steady-state fp32 train step at context {int(row['context_length'])} "
         f"({num(params / 1e6, 1)} M parameters). At the step's peak (during {row['peak_stage']}), the live "
-        "allocations of the trace fall into:", "",
-        table(pd.DataFrame({
-            "part": list(parts), "live at the peak (MiB)": [num(v, 1) for v in parts.values()],
-            "computed (MiB)": [num(computed[p], 1) if p in computed else "—" for p in parts],
-            "how computed": ["4 B × parameters" if p == "weights" else "AdamW m and v: 8 B × parameters"
-                             if p == "optimizer state" else "—" for p in parts],
-        })), "",
+        "allocations of the trace fall into:",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "part": list(parts),
+                    "live at the peak (MiB)": [num(v, 1) for v in parts.values()],
+                    "computed (MiB)": [num(computed[p], 1) if p in computed else "—" for p in parts],
+                    "how computed": [
+                        "4 B × parameters"
+                        if p == "weights"
+                        else "AdamW m and v: 8 B × parameters"
+                        if p == "optimizer state"
+                        else "—"
+                        for p in parts
+                    ],
+                }
+            )
+        ),
+        "",
         f"- The parts sum to {num(total, 1)} MiB against the allocator's peak of {num(row['allocator_peak_mib'], 1)} "
         f"MiB: {pct(error)}. Weights and optimizer state in the trace against their computed sizes: "
         f"{pct(parts['weights'] / computed['weights'] - 1)} and "
-        f"{pct(parts['optimizer state'] / computed['optimizer state'] - 1)}.", "",
+        f"{pct(parts['optimizer state'] / computed['optimizer state'] - 1)}.",
+        "",
     ]
     return lines
 
@@ -158,15 +221,30 @@ def _largest(rows: pd.DataFrame, allocations: pd.DataFrame) -> list[str]:
     if allocations.empty:
         return []
     biggest = rows.sort_values(["context_length", "trace_peak_mib"]).iloc[-1]
-    pick = allocations[(allocations["mode"] == biggest["mode"]) & (allocations["precision"] == biggest["precision"])
-                       & (allocations["context_length"] == biggest["context_length"])].head(10)
+    pick = allocations[
+        (allocations["mode"] == biggest["mode"])
+        & (allocations["precision"] == biggest["precision"])
+        & (allocations["context_length"] == biggest["context_length"])
+    ].head(10)
     unnamed = int((pick["what"].fillna("") == "").sum()) if "what" in pick else len(pick)
-    return [f"Largest allocations (top 10% by size; first ten) of {biggest['mode']}, {biggest['precision']}, "
-            f"context {int(biggest['context_length'])}, over all recorded steps. *What* is named by shape "
-            "(a size equal to the bytes of one tensor the step makes, at an element width) and, for "
-            "parameter-sized blocks, by the phase that made them; *made by* is the innermost frame of our code "
-            "(the op's name where torch.profiler recorded it):", "",
-            table(pd.DataFrame({"size (MiB)": pick["size_mib"].map(lambda x: num(x, 2)), "count": pick["count"],
-                                "what": pick["what"].fillna("").replace("", "— (no shape rule matches)"),
-                                "made by": pick["frame"].fillna("").replace("", "— (no Python frame of ours)")})), "",
-            f"- {len(pick) - unnamed} of these {len(pick)} are named.", ""]
+    return [
+        f"Largest allocations (top 10% by size; first ten) of {biggest['mode']}, {biggest['precision']}, "
+        f"context {int(biggest['context_length'])}, over all recorded steps. *What* is named by shape "
+        "(a size equal to the bytes of one tensor the step makes, at an element width) and, for "
+        "parameter-sized blocks, by the phase that made them; *made by* is the innermost frame of our code "
+        "(the op's name where torch.profiler recorded it):",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "size (MiB)": pick["size_mib"].map(lambda x: num(x, 2)),
+                    "count": pick["count"],
+                    "what": pick["what"].fillna("").replace("", "— (no shape rule matches)"),
+                    "made by": pick["frame"].fillna("").replace("", "— (no Python frame of ours)"),
+                }
+            )
+        ),
+        "",
+        f"- {len(pick) - unnamed} of these {len(pick)} are named.",
+        "",
+    ]

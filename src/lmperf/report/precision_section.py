@@ -16,68 +16,97 @@ def autocast_lines(autocast: pd.DataFrame) -> list[str]:
     wide.columns = [f"under {c} autocast ({ran['device'].iloc[0]})" for c in wide.columns]
     out += [table(wide.reset_index()), ""]
     kept = sorted(set(ran[ran["dtype"] == "float32"]["tensor"]))
-    out += [f"Kept in float32 by autocast here: {', '.join(kept)}. Autocast casts the inputs of matrix products to the "
-            "low-precision type but leaves the parameters (the master weights) and their gradients in float32.", ""]
+    out += [
+        f"Kept in float32 by autocast here: {', '.join(kept)}. Autocast casts the inputs of matrix products to the "
+        "low-precision type but leaves the parameters (the master weights) and their gradients in float32.",
+        "",
+    ]
     return out
 
 
 def layernorm_lines(layernorm: pd.DataFrame) -> list[str]:
-    shown = pd.DataFrame({
-        "dtype": layernorm["dtype"], "activation scale": layernorm["scale"].map(lambda x: f"{x:g}"),
-        "mean of squares": layernorm["mean_square"].map(lambda x: f"{x:.4g}"),
-        "rel. error of the statistic": layernorm["mean_square_rel_error"].map(lambda x: f"{x:.2e}"),
-        "normalized output finite": layernorm["output_finite"].map({True: "yes", False: "no"}),
-        "rel. error of the output": layernorm["output_rel_error"].map(lambda x: "—" if x != x else f"{x:.2e}"),
-    })
+    shown = pd.DataFrame(
+        {
+            "dtype": layernorm["dtype"],
+            "activation scale": layernorm["scale"].map(lambda x: f"{x:g}"),
+            "mean of squares": layernorm["mean_square"].map(lambda x: f"{x:.4g}"),
+            "rel. error of the statistic": layernorm["mean_square_rel_error"].map(lambda x: f"{x:.2e}"),
+            "normalized output finite": layernorm["output_finite"].map({True: "yes", False: "no"}),
+            "rel. error of the output": layernorm["output_rel_error"].map(lambda x: "—" if x != x else f"{x:.2e}"),
+        }
+    )
     fp16, bf16 = layernorm[layernorm["dtype"] == "fp16"], layernorm[layernorm["dtype"] == "bf16"]
     overflow = fp16[~fp16["mean_square"].map(lambda x: x == x and abs(x) < float("inf"))]
     underflow = fp16[fp16["mean_square"] == 0]
-    out = ["### Why normalization statistics stay in float32", "",
-           f"The mean of squares of {int(layernorm['d'].iloc[0])} activations, and x / √(mean of squares), computed in each dtype "
-           "(no eps, so the statistic alone decides) against float64:", "", table(shown), ""]
+    out = [
+        "### Why normalization statistics stay in float32",
+        "",
+        f"The mean of squares of {int(layernorm['d'].iloc[0])} activations, and x / √(mean of squares), "
+        "computed in each dtype "
+        "(no eps, so the statistic alone decides) against float64:",
+        "",
+        table(shown),
+        "",
+    ]
     sentences = []
     if len(overflow):
-        sentences.append(f"fp16 overflows the statistic at activation scale {', '.join(f'{x:g}' for x in overflow['scale'])} "
-                         f"(65504 is its largest value)")
+        sentences.append(
+            f"fp16 overflows the statistic at activation scale {', '.join(f'{x:g}' for x in overflow['scale'])} "
+            f"(65504 is its largest value)"
+        )
     if len(underflow):
-        sentences.append(f"underflows it to 0 at scale {', '.join(f'{x:g}' for x in underflow['scale'])}, where the output "
-                         f"{'is not finite' if not underflow['output_finite'].all() else 'survives'}")
+        sentences.append(
+            f"underflows it to 0 at scale {', '.join(f'{x:g}' for x in underflow['scale'])}, where the output "
+            f"{'is not finite' if not underflow['output_finite'].all() else 'survives'}"
+        )
     if len(bf16):
-        sentences.append(f"bf16 keeps fp32's range and stays finite everywhere, but with 8 bits of mantissa its statistic is off by up to "
-                         f"{bf16['mean_square_rel_error'].max():.1e} and its output by up to {bf16['output_rel_error'].max():.1e}")
-    out += ["Here " + "; ".join(sentences) + ". Hence norms compute their statistics in float32, as our RMSNorm does.", ""]
+        sentences.append(
+            "bf16 keeps fp32's range and stays finite everywhere, but with 8 bits of mantissa its statistic is "
+            "off by up to "
+            f"{bf16['mean_square_rel_error'].max():.1e} and its output by up to {bf16['output_rel_error'].max():.1e}"
+        )
+    out += [
+        "Here " + "; ".join(sentences) + ". Hence norms compute their statistics in float32, as our RMSNorm does.",
+        "",
+    ]
     return out
 
 
 def render(accumulation: pd.DataFrame, autocast: pd.DataFrame, layernorm: pd.DataFrame) -> str:
     rows = accumulation
-    shown = pd.DataFrame({
-        "accumulator": rows["accumulator"],
-        "summand": rows["summand"] + rows["summand_cast_to_accumulator"].map({True: " → cast", False: ""}),
-        "0.01 as stored": rows["summand_stored"].map(lambda x: f"{x:.10f}"),
-        "sum of 1000": rows["result"].map(lambda x: f"{x:.10f}"),
-        "|error|": rows["abs_error"].map(lambda x: f"{x:.3e}"),
-    })
+    shown = pd.DataFrame(
+        {
+            "accumulator": rows["accumulator"],
+            "summand": rows["summand"] + rows["summand_cast_to_accumulator"].map({True: " → cast", False: ""}),
+            "0.01 as stored": rows["summand_stored"].map(lambda x: f"{x:.10f}"),
+            "sum of 1000": rows["result"].map(lambda x: f"{x:.10f}"),
+            "|error|": rows["abs_error"].map(lambda x: f"{x:.3e}"),
+        }
+    )
     fp16 = rows[(rows["accumulator"] == "float16")].iloc[0]
     mixed = rows[(rows["accumulator"] == "float32") & (rows["summand"] == "float16")].iloc[0]
     fp32 = rows[(rows["accumulator"] == "float32") & (rows["summand"] == "float32")].iloc[0]
     n = int(fp32["n_adds"])
-    return "\n".join([
-        "## Mixed precision",
-        "",
-        "### Accumulation (1000 additions of 0.01)",
-        "",
-        table(shown),
-        "",
-        f"Accumulating in float16 ends at {fp16['result']:.4f}, an error of {fp16['abs_error']:.3g}: once the sum grows, "
-        f"the spacing of float16 numbers near it exceeds the summand's low bits and each addition rounds. "
-        f"A float32 accumulator of float16 summands errs by {mixed['abs_error']:.3g}, which is "
-        f"{n} × the float16 representation error of 0.01 ({n * abs(mixed['summand_stored'] - mixed['summand_value']):.3g}) "
-        f"plus float32 rounding; all-float32 errs by {fp32['abs_error']:.3g}. Hence mixed precision keeps "
-        "accumulators (matmul sums, reductions, optimizer state) in float32.",
-        "",
-        *autocast_lines(autocast),
-        *layernorm_lines(layernorm),
-        "The bf16 speed-up of the whole model is measured in the end-to-end section above.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Mixed precision",
+            "",
+            "### Accumulation (1000 additions of 0.01)",
+            "",
+            table(shown),
+            "",
+            f"Accumulating in float16 ends at {fp16['result']:.4f}, an error of {fp16['abs_error']:.3g}: once "
+            "the sum grows, "
+            f"the spacing of float16 numbers near it exceeds the summand's low bits and each addition rounds. "
+            f"A float32 accumulator of float16 summands errs by {mixed['abs_error']:.3g}, which is "
+            f"{n} × the float16 representation error of 0.01 "
+            f"({n * abs(mixed['summand_stored'] - mixed['summand_value']):.3g}) "
+            f"plus float32 rounding; all-float32 errs by {fp32['abs_error']:.3g}. Hence mixed precision keeps "
+            "accumulators (matmul sums, reductions, optimizer state) in float32.",
+            "",
+            *autocast_lines(autocast),
+            *layernorm_lines(layernorm),
+            "The bf16 speed-up of the whole model is measured in the end-to-end section above.",
+            "",
+        ]
+    )

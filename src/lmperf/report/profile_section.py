@@ -42,8 +42,16 @@ def e2e_point(e2e: pd.DataFrame, size: str, ctx: int, mode: str) -> pd.Series | 
     """The e2e study's row of the profiled configuration (naive attention, fp32, eager), if it ran."""
     if e2e is None or e2e.empty:
         return None
-    rows = ok(e2e[(e2e["attention"] == "naive") & (e2e["precision"] == "fp32") & (e2e["compile"] == "eager")
-                  & (e2e["size"] == size) & (e2e["context_length"] == ctx) & (e2e["mode"] == mode)])
+    rows = ok(
+        e2e[
+            (e2e["attention"] == "naive")
+            & (e2e["precision"] == "fp32")
+            & (e2e["compile"] == "eager")
+            & (e2e["size"] == size)
+            & (e2e["context_length"] == ctx)
+            & (e2e["mode"] == mode)
+        ]
+    )
     return rows.iloc[0] if len(rows) else None
 
 
@@ -62,8 +70,11 @@ def answers(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | Non
             row.update(plain_forward_ms=f["step_ms"], profiler_forward_ms=f["profiler_forward_ms"])
             point = e2e_point(e2e, size, ctx, "forward")
             if point is not None:
-                row.update(e2e_forward_ms=point["median_ms"], e2e_graphed_forward_ms=point.get("graphed_median_ms"),
-                           agreement=f["profiler_forward_ms"] / point["median_ms"] - 1)
+                row.update(
+                    e2e_forward_ms=point["median_ms"],
+                    e2e_graphed_forward_ms=point.get("graphed_median_ms"),
+                    agreement=f["profiler_forward_ms"] / point["median_ms"] - 1,
+                )
         for mode, mode_kernels in (("forward", fwd), ("train_step", train)):
             if mode in t.index and len(mode_kernels):
                 busy = mode_kernels["total_ms"].sum() / t.loc[mode, "measured_steps"] / t.loc[mode, "profiled_step_ms"]
@@ -75,15 +86,22 @@ def answers(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | Non
             top = by_kernel["total"].idxmax()
             total = fwd["total_ms"].sum()
             non_gemm = fwd[fwd["category"] != "gemm"].groupby("kernel")["total_ms"].sum() / total
-            row.update(top_forward=top, top_forward_calls=by_kernel.loc[top, "per_step"],
-                       non_gemm=", ".join(f"{short_name(k)} ({pct(v)})" for k, v in non_gemm[non_gemm >= 0.01]
-                                          .sort_values(ascending=False).head(4).items()),
-                       gemm_share_forward=fwd.loc[fwd["category"] == "gemm", "total_ms"].sum() / total)
+            row.update(
+                top_forward=top,
+                top_forward_calls=by_kernel.loc[top, "per_step"],
+                non_gemm=", ".join(
+                    f"{short_name(k)} ({pct(v)})"
+                    for k, v in non_gemm[non_gemm >= 0.01].sort_values(ascending=False).head(4).items()
+                ),
+                gemm_share_forward=fwd.loc[fwd["category"] == "gemm", "total_ms"].sum() / total,
+            )
             attention = fwd.groupby("range")["total_ms"].sum()
             matmuls = attention.get("forward/attention scores", 0) + attention.get("forward/final matmul", 0)
             if matmuls > 0 and "forward/softmax" in attention:
-                row.update(softmax_time_ratio=attention["forward/softmax"] / matmuls,
-                           softmax_flop_ratio=attention_flop_ratio(size, ctx))
+                row.update(
+                    softmax_time_ratio=attention["forward/softmax"] / matmuls,
+                    softmax_flop_ratio=attention_flop_ratio(size, ctx),
+                )
         if len(train):
             by_kernel = train.groupby("kernel")["total_ms"].sum()
             row["top_train"] = by_kernel.idxmax()
@@ -115,64 +133,91 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
         return "\n".join(out + ["No profile was recorded.", ""])
     first = timing.iloc[0]
     unit = "kernels" if first["device_type"] == "cuda" else "operators (self CPU time: no GPU here)"
-    out += [f"Made with **{', '.join(sorted(kernels['profiler'].unique()))}** on {first['device_name']}: fp32, batch "
-            f"{int(first['batch_size'])}, {int(first['measured_steps'])} measured steps after warm-up, naive attention "
-            f"annotated with ranges; the tables count {unit} of the measured steps only, warm-up excluded. "
-            f"(a) compares the profiler's forward time, the {', '.join(sorted(timing['profiler_forward_basis'].unique()))}, "
-            "with the e2e study's median of the same point (naive, fp32, eager), measured in another process with no "
-            "profiler attached, launched and graphed: an independent measurement, so the check can fail. The GPU's busy "
-            "fraction is the kernel time of a step over its wall time under the profiler. The profiler's overhead is "
-            "the profiled step against the same step timed with no profiler attached (nsys: in the parent process, "
-            "after the profiled child; torch.profiler: in the same process), the larger of forward and train step.", ""]
+    out += [
+        f"Made with **{', '.join(sorted(kernels['profiler'].unique()))}** on {first['device_name']}: fp32, batch "
+        f"{int(first['batch_size'])}, {int(first['measured_steps'])} measured steps after warm-up, naive attention "
+        f"annotated with ranges; the tables count {unit} of the measured steps only, warm-up excluded. "
+        "(a) compares the profiler's forward time, the "
+        f"{', '.join(sorted(timing['profiler_forward_basis'].unique()))}, "
+        "with the e2e study's median of the same point (naive, fp32, eager), measured in another process with no "
+        "profiler attached, launched and graphed: an independent measurement, so the check can fail. The GPU's busy "
+        "fraction is the kernel time of a step over its wall time under the profiler. The profiler's overhead is "
+        "the profiled step against the same step timed with no profiler attached (nsys: in the parent process, "
+        "after the profiled child; torch.profiler: in the same process), the larger of forward and train step.",
+        "",
+    ]
     rows = sort_by_size(answers(kernels, timing, e2e), ["size", "context_length"])
-    out += ["(a) forward time, (b) the top forward kernel and its calls per forward pass, (d) the GEMM share:", "",
-            table(pd.DataFrame({
-                "size": rows["size"], "context": rows["context_length"],
-                "profiler forward (ms)": _column(rows, "profiler_forward_ms").map(num),
-                "e2e launched (ms)": _column(rows, "e2e_forward_ms").map(num),
-                "e2e graphed (ms)": _column(rows, "e2e_graphed_forward_ms").map(num),
-                "profiler vs e2e": _column(rows, "agreement").map(pct),
-                "GPU busy, forward": _column(rows, "busy_forward").map(pct),
-                "GPU busy, train step": _column(rows, "busy_train_step").map(pct),
-                "profiler overhead": _column(rows, "overhead").map(pct),
-                "top forward kernel": _column(rows, "top_forward").map(_kernel_cell),
-                "calls / forward": _column(rows, "top_forward_calls").map(lambda x: num(x, 0)),
-                "top train-step kernel": _column(rows, "top_train").map(_kernel_cell),
-                "GEMM share, forward": _column(rows, "gemm_share_forward").map(pct),
-                "GEMM share, train step": _column(rows, "gemm_share_train").map(pct),
-                "grows instead": _column(rows, "grows_instead").fillna("—"),
-            })), ""]
+    out += [
+        "(a) forward time, (b) the top forward kernel and its calls per forward pass, (d) the GEMM share:",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "size": rows["size"],
+                    "context": rows["context_length"],
+                    "profiler forward (ms)": _column(rows, "profiler_forward_ms").map(num),
+                    "e2e launched (ms)": _column(rows, "e2e_forward_ms").map(num),
+                    "e2e graphed (ms)": _column(rows, "e2e_graphed_forward_ms").map(num),
+                    "profiler vs e2e": _column(rows, "agreement").map(pct),
+                    "GPU busy, forward": _column(rows, "busy_forward").map(pct),
+                    "GPU busy, train step": _column(rows, "busy_train_step").map(pct),
+                    "profiler overhead": _column(rows, "overhead").map(pct),
+                    "top forward kernel": _column(rows, "top_forward").map(_kernel_cell),
+                    "calls / forward": _column(rows, "top_forward_calls").map(lambda x: num(x, 0)),
+                    "top train-step kernel": _column(rows, "top_train").map(_kernel_cell),
+                    "GEMM share, forward": _column(rows, "gemm_share_forward").map(pct),
+                    "GEMM share, train step": _column(rows, "gemm_share_train").map(pct),
+                    "grows instead": _column(rows, "grows_instead").fillna("—"),
+                }
+            )
+        ),
+        "",
+    ]
     if "agreement" in rows and rows["agreement"].notna().any():
         checked = rows.dropna(subset=["agreement"])
         worst = checked.loc[checked["agreement"].abs().idxmax()]
         span = checked["profiler_forward_ms"] / checked["e2e_graphed_forward_ms"]
-        out += [f"(a) The profiler's forward time differs from the e2e study's unprofiled launched median by up to "
-                f"{pct(checked['agreement'].abs().max())} at {len(checked)} point(s) (worst: {worst['size']}, context "
-                f"{worst['context_length']}), and is {num(span.min())}–{num(span.max())}× its graphed median. The "
-                "forward range's span includes every gap in which the GPU waits for the host (and for the profiler's own "
-                "per-launch work); the busy fractions below say how much of it is kernel time.", ""]
+        out += [
+            f"(a) The profiler's forward time differs from the e2e study's unprofiled launched median by up to "
+            f"{pct(checked['agreement'].abs().max())} at {len(checked)} point(s) (worst: {worst['size']}, context "
+            f"{worst['context_length']}), and is {num(span.min())}–{num(span.max())}× its graphed median. The "
+            "forward range's span includes every gap in which the GPU waits for the host (and for the profiler's own "
+            "per-launch work); the busy fractions below say how much of it is kernel time.",
+            "",
+        ]
     elif "plain_forward_ms" in rows:
         out += ["(a) No e2e row of the profiled configuration (naive, fp32, eager) to check the profiler against.", ""]
     for mode in ("forward", "train_step"):
         if f"busy_{mode}" in rows and rows[f"busy_{mode}"].notna().any():
             busy = rows[f"busy_{mode}"].dropna()
-            out += [f"GPU busy, {mode.replace('_', ' ')}: {pct(busy.min())}–{pct(busy.max())} of the profiled step's "
-                    "wall time is kernel time; the rest the GPU waits for the host.", ""]
+            out += [
+                f"GPU busy, {mode.replace('_', ' ')}: {pct(busy.min())}–{pct(busy.max())} of the profiled step's "
+                "wall time is kernel time; the rest the GPU waits for the host.",
+                "",
+            ]
     if "overhead" in rows:
         out += [f"The profiler slows the step by {pct(rows['overhead'].min())} to {pct(rows['overhead'].max())}.", ""]
     if len(failed):
-        out += ["Did not fit (no kernel table, a — above): " + "; ".join(
-            f"{r.size} {r.mode} at context {r.context_length} ({r.status})" for r in failed.itertuples()) + ".", ""]
+        out += [
+            "Did not fit (no kernel table, a — above): "
+            + "; ".join(f"{r.size} {r.mode} at context {r.context_length} ({r.status})" for r in failed.itertuples())
+            + ".",
+            "",
+        ]
     for r in rows.itertuples():
         sentence = f"- {r.size}, context {r.context_length}: "
         parts = []
         if isinstance(getattr(r, "top_forward", None), str) and isinstance(getattr(r, "top_train", None), str):
-            parts.append(f"(b) `{short_name(r.top_forward)}` leads the forward pass; the train step is led by "
-                         + ("the same kernel" if r.top_forward == r.top_train else f"`{short_name(r.top_train)}`"))
+            parts.append(
+                f"(b) `{short_name(r.top_forward)}` leads the forward pass; the train step is led by "
+                + ("the same kernel" if r.top_forward == r.top_train else f"`{short_name(r.top_train)}`")
+            )
         if isinstance(getattr(r, "non_gemm", None), str) and r.non_gemm:
             parts.append(f"(c) non-GEMM work of ≥ 1% of forward time: {r.non_gemm}")
         if pd.notna(getattr(r, "softmax_time_ratio", float("nan"))):
-            parts.append(f"(e) softmax takes {num(r.softmax_time_ratio)}× the time of the two attention matmuls for "
-                         f"{num(r.softmax_flop_ratio, 3)}× their FLOPs")
+            parts.append(
+                f"(e) softmax takes {num(r.softmax_time_ratio)}× the time of the two attention matmuls for "
+                f"{num(r.softmax_flop_ratio, 3)}× their FLOPs"
+            )
         out.append(sentence + "; ".join(parts) + ".")
     return "\n".join(out + [""])

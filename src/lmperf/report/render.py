@@ -7,7 +7,14 @@ import pandas as pd
 
 from lmperf.measure.rows import atomic_path
 from lmperf.report import (
-    attention_section, comm_section, ddp_section, e2e_section, flash_section, memory_section, precision_section,
+    attention_section,
+    comm_section,
+    cost,
+    ddp_section,
+    e2e_section,
+    flash_section,
+    memory_section,
+    precision_section,
     profile_section,
 )
 
@@ -29,21 +36,32 @@ def render_timing(results: Path) -> str:
     """The sections of the timing studies alone (e2e with warm-up, profiling), for a run that measured
     only those: ``--timing-only``."""
     e2e = read(results / "e2e.csv")
-    return "\n".join([e2e_section.render(e2e, read(results / "warmup.csv")),
-                      profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)])
+    return "\n".join(
+        [
+            e2e_section.render(e2e, read(results / "warmup.csv")),
+            profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e),
+        ]
+    )
 
 
 def render_memory_comm(results: Path) -> str:
     """The memory, communication and data-parallel sections alone, for a run that measured only
     those (and the e2e points memory is cross-checked against): ``--memory-comm-only``."""
     fits = read(results / "comm_fit.csv")
-    return "\n".join([
-        memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"),
-                              read(results / "e2e.csv")),
-        comm_section.render(read(results / "allreduce.csv"), fits),
-        ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv"), fits,
-                           read(results / "ddp" / "timeline.csv")),
-    ])
+    return "\n".join(
+        [
+            memory_section.render(
+                read(results / "memory.csv"), read(results / "memory_allocations.csv"), read(results / "e2e.csv")
+            ),
+            comm_section.render(read(results / "allreduce.csv"), fits),
+            ddp_section.render(
+                read(results / "ddp_train.csv"),
+                read(results / "ddp" / "sharding.csv"),
+                fits,
+                read(results / "ddp" / "timeline.csv"),
+            ),
+        ]
+    )
 
 
 def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
@@ -57,16 +75,29 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     ]
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
-        precision_section.render(*(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))),
-        (not_in_grid("Profiling", "profile.sizes") if "profile" in skip else
-         profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)),
-        (not_in_grid("Memory", "memory.context_lengths") if "memory" in skip else
-         memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"), e2e)),
+        precision_section.render(
+            *(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))
+        ),
+        (
+            not_in_grid("Profiling", "profile.sizes")
+            if "profile" in skip
+            else profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)
+        ),
+        (
+            not_in_grid("Memory", "memory.context_lengths")
+            if "memory" in skip
+            else memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"), e2e)
+        ),
         attention_section.render(read(results / "attention.csv")),
         flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
         comm_section.render(read(results / "allreduce.csv"), read(results / "comm_fit.csv")),
-        ddp_section.render(read(results / "ddp_train.csv"), read(results / "ddp" / "sharding.csv"),
-                           read(results / "comm_fit.csv"), read(results / "ddp" / "timeline.csv")),
+        ddp_section.render(
+            read(results / "ddp_train.csv"),
+            read(results / "ddp" / "sharding.csv"),
+            read(results / "comm_fit.csv"),
+            read(results / "ddp" / "timeline.csv"),
+        ),
+        cost.render(read(results / "cost.csv")),
     ]
     return "\n".join(head + sections)
 
@@ -76,11 +107,14 @@ def main(argv=None) -> None:
     p.add_argument("--results", default="results", type=Path)
     p.add_argument("--figures", default="report/figures", type=Path)
     p.add_argument("--grid", default="")
-    p.add_argument("--skip", action="append", default=[], choices=["memory", "profile"], help="a study left out of the grid")
+    p.add_argument(
+        "--skip", action="append", default=[], choices=["memory", "profile"], help="a study left out of the grid"
+    )
     only = p.add_mutually_exclusive_group()
     only.add_argument("--timing-only", action="store_true", help="only the e2e, warm-up and profiling sections")
-    only.add_argument("--memory-comm-only", action="store_true",
-                      help="only the memory, communication and data-parallel sections")
+    only.add_argument(
+        "--memory-comm-only", action="store_true", help="only the memory, communication and data-parallel sections"
+    )
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
     with atomic_path(args.out) as tmp:

@@ -16,10 +16,14 @@ def int_list(text: str) -> tuple[int, ...]:
 
 def choice_list(choices):
     """argparse type for a comma-separated subset of ``choices``, e.g. 'naive,sdpa'."""
+
     def parse(text: str) -> tuple[str, ...]:
         values = tuple(v for v in text.split(",") if v)
         unknown = [v for v in values if v not in choices]
         if unknown or not values:
-            raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose from {', '.join(choices)}")
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose from {', '.join(choices)}"
+            )
         return values
+
     return parse

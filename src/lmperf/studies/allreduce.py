@@ -7,11 +7,12 @@ Run under torchrun, one process per rank (gloo: CPU processes; nccl: one GPU eac
         --backend nccl --min-bytes 1024 --max-bytes 1073741824 --step-factor 4 --out results/allreduce/nccl-n2.csv
 
 Sizes run from --min-bytes to --max-bytes, multiplying by --step-factor (nccl-tests' -b, -e, -f).
-The sweep starts with ``warmup`` all-reduces of the largest size, then each size gets ``warmup`` untimed all-reduces, a barrier, then ``iters`` timed ones issued back to
-back with no synchronization between them: on a GPU each is bracketed by CUDA events on the
-launching stream (the collective's stream joins it), read after the last one; on a CPU by the host
-clock. An iteration's time is the slowest rank's (all ranks take part in every iteration). Bus
-bandwidth is algorithm bandwidth x 2(n-1)/n, the data each link carries in a ring all-reduce.
+The sweep starts with ``warmup`` all-reduces of the largest size, then each size gets ``warmup``
+untimed all-reduces, a barrier, then ``iters`` timed ones issued back to back with no
+synchronization between them: on a GPU each is bracketed by CUDA events on the launching stream (the
+collective's stream joins it), read after the last one; on a CPU by the host clock. An iteration's
+time is the slowest rank's (all ranks take part in every iteration). Bus bandwidth is algorithm
+bandwidth x 2(n-1)/n, the data each link carries in a ring all-reduce.
 """
 
 import argparse
@@ -64,12 +65,24 @@ def sweep(backend: str, sizes_bytes: list[int], warmup: int, iters: int) -> list
         slowest = slowest_rank(time_allreduce(nbytes, device, warmup, iters))
         stats = summarize_ms(slowest)
         algbw = nbytes / (stats["median_ms"] / 1e3) / 1e9
-        rows.append({
-            "study": "allreduce", "backend": backend, "device": device.type, "world_size": world, "bytes": nbytes,
-            "warmup": warmup, "iters": iters, "timer": "cuda_events" if device.type == "cuda" else "host_clock",
-            **stats, "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
-            "status": "ok", "note": "", **env,
-        })
+        rows.append(
+            {
+                "study": "allreduce",
+                "backend": backend,
+                "device": device.type,
+                "world_size": world,
+                "bytes": nbytes,
+                "warmup": warmup,
+                "iters": iters,
+                "timer": "cuda_events" if device.type == "cuda" else "host_clock",
+                **stats,
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * 2 * (world - 1) / world,
+                "status": "ok",
+                "note": "",
+                **env,
+            }
+        )
     return rows if rank == 0 else None
 
 
@@ -87,9 +100,19 @@ def main(argv=None) -> None:
     world = int(os.environ["WORLD_SIZE"])
     if args.backend == "nccl" and torch.cuda.device_count() < world:
         if int(os.environ["RANK"]) == 0:  # not enough GPUs: a row saying so, not a failure
-            write_rows([{"study": "allreduce", "backend": "nccl", "world_size": world, "status": "skipped",
-                         "note": f"needs {world} GPUs, {torch.cuda.device_count()} visible",
-                         **fingerprint(torch.device("cpu"))}], args.out)
+            write_rows(
+                [
+                    {
+                        "study": "allreduce",
+                        "backend": "nccl",
+                        "world_size": world,
+                        "status": "skipped",
+                        "note": f"needs {world} GPUs, {torch.cuda.device_count()} visible",
+                        **fingerprint(torch.device("cpu")),
+                    }
+                ],
+                args.out,
+            )
         return
     dist.init_process_group(args.backend)
     try:
@@ -97,8 +120,11 @@ def main(argv=None) -> None:
         if rows is not None:
             write_rows(rows, args.out)
             for r in rows:
-                print(f"{r['backend']} n={r['world_size']} {r['bytes']:>12} B median {r['median_ms']:9.4f} ms "
-                      f"busbw {r['busbw_gbps']:7.2f} GB/s", flush=True)
+                print(
+                    f"{r['backend']} n={r['world_size']} {r['bytes']:>12} B median {r['median_ms']:9.4f} ms "
+                    f"busbw {r['busbw_gbps']:7.2f} GB/s",
+                    flush=True,
+                )
     finally:
         dist.destroy_process_group()
 

@@ -41,16 +41,24 @@ def measure(attention, batch: int, seq: int, d: int, steps: int, warmup: int, de
         torch.cuda.reset_peak_memory_stats(device)
         before_forward = torch.cuda.memory_allocated(device)
     out = attention(q, k, v)
-    row = {"mem_before_backward_mib": torch.cuda.memory_allocated(device) / 2**20 if cuda else float("nan"),
-           "held_for_backward_mib": (torch.cuda.memory_allocated(device) - before_forward) / 2**20 if cuda else float("nan")}
+    row = {
+        "mem_before_backward_mib": torch.cuda.memory_allocated(device) / 2**20 if cuda else float("nan"),
+        "held_for_backward_mib": (torch.cuda.memory_allocated(device) - before_forward) / 2**20
+        if cuda
+        else float("nan"),
+    }
     out.backward(grad)
     del out
     # each backward gets a fresh, untimed forward (compiled backward graphs cannot be retained)
     backward = _timed(lambda out: out.backward(grad), steps, device, setup=lambda: attention(q, k, v))
     row["peak_mem_mib"] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else float("nan")
     fwd, bwd = summarize_ms(forward), summarize_ms(backward)
-    return {**row, "first_call_ms": first * 1e3,
-            **{f"forward_{k}": v for k, v in fwd.items()}, **{f"backward_{k}": v for k, v in bwd.items()}}
+    return {
+        **row,
+        "first_call_ms": first * 1e3,
+        **{f"forward_{k}": v for k, v in fwd.items()},
+        **{f"backward_{k}": v for k, v in bwd.items()},
+    }
 
 
 def sweep(d: int, seq_lengths, compiled: bool, batch: int, steps: int, warmup: int, device) -> list[dict]:
@@ -60,10 +68,19 @@ def sweep(d: int, seq_lengths, compiled: bool, batch: int, steps: int, warmup: i
     rows = []
     for seq in seq_lengths:
         computed = naive_attention_saved_bytes(batch, seq, d)
-        row = {"study": "attention_sweep", "compile": "compiled" if compiled else "eager", "batch": batch, "d": d,
-               "seq": seq, "steps": steps, "computed_saved_mib": sum(computed.values()) / 2**20,
-               "computed_square_mib": (computed["scores"] + computed["exp"] + computed["P"]) / 2**20,
-               "device_total_mib": total / 2**20, "status": "ok", "note": ""}
+        row = {
+            "study": "attention_sweep",
+            "compile": "compiled" if compiled else "eager",
+            "batch": batch,
+            "d": d,
+            "seq": seq,
+            "steps": steps,
+            "computed_saved_mib": sum(computed.values()) / 2**20,
+            "computed_square_mib": (computed["scores"] + computed["exp"] + computed["P"]) / 2**20,
+            "device_total_mib": total / 2**20,
+            "status": "ok",
+            "note": "",
+        }
         try:
             row.update(measure(attention, batch, seq, d, steps, warmup, device))
             if not compiled:  # what autograd saves, observed (one more forward, on the device)
@@ -75,9 +92,12 @@ def sweep(d: int, seq_lengths, compiled: bool, batch: int, steps: int, warmup: i
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        print(f"d {d:>4} seq {seq:>6} {row['compile']:>8} {row['status']:>4} "
-              f"fwd {row.get('forward_mean_ms', float('nan')):9.3f} ms bwd {row.get('backward_mean_ms', float('nan')):9.3f} ms",
-              flush=True)
+        print(
+            f"d {d:>4} seq {seq:>6} {row['compile']:>8} {row['status']:>4} "
+            f"fwd {row.get('forward_mean_ms', float('nan')):9.3f} ms bwd "
+            f"{row.get('backward_mean_ms', float('nan')):9.3f} ms",
+            flush=True,
+        )
         rows.append({**row, **env})
     return rows
 
@@ -93,7 +113,10 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    write_rows(sweep(args.d, args.seq_lengths, args.compile, args.batch, args.steps, args.warmup, resolve_device(args.device)), args.out)
+    write_rows(
+        sweep(args.d, args.seq_lengths, args.compile, args.batch, args.steps, args.warmup, resolve_device(args.device)),
+        args.out,
+    )
 
 
 if __name__ == "__main__":

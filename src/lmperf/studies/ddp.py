@@ -35,14 +35,34 @@ import torch.distributed as dist
 
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
 from lmperf.distributed.ranks import all_agree, slowest_rank
-from lmperf.measure import (Budget, PhaseClock, fingerprint, free_memory, measure, ratio_ci, resolved, summarize_ms,
-                            synchronize, time_once, write_rows)
+from lmperf.measure import (
+    Budget,
+    PhaseClock,
+    fingerprint,
+    free_memory,
+    measure,
+    ratio_ci,
+    resolved,
+    summarize_ms,
+    synchronize,
+    time_once,
+    write_rows,
+)
 from lmperf.measure.stats import join_ms
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import build_model, make_step
 
-VARIANTS = ("local", "naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000",
-            "torch_ddp")
+VARIANTS = (
+    "local",
+    "naive",
+    "flat",
+    "individual",
+    "bucketed-1",
+    "bucketed-10",
+    "bucketed-100",
+    "bucketed-1000",
+    "torch_ddp",
+)
 ANCHOR = "torch_ddp"
 PROFILER = "torch.profiler (CUDA activity)"
 
@@ -95,15 +115,26 @@ class VariantStep:
         def phase(name: str):
             return self.clock(name) if name == "backward" else nullcontext()
 
-        self.step = make_step("train_step", self.ddp, self.optimizer, batch.inputs, batch.targets, "fp32", device,
-                              phase=phase, after_backward=sync if finish is not None else None)
+        self.step = make_step(
+            "train_step",
+            self.ddp,
+            self.optimizer,
+            batch.inputs,
+            batch.targets,
+            "fp32",
+            device,
+            phase=phase,
+            after_backward=sync if finish is not None else None,
+        )
 
 
 def settled_against_anchor(variant: str):
     """Stop once the paired CI of variant / torch DDP excludes 1 (the difference is resolved)."""
+
     def settled(timings) -> bool:
         _, low, high = ratio_ci(timings[variant].host_s, timings[ANCHOR].host_s, resamples=500)
         return resolved(low, high)
+
     return settled
 
 
@@ -111,18 +142,33 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
     """Every variant timed interleaved with torch DDP; one row per variant. Torch DDP's own row
     comes from its first pairing; every other row carries the anchor's times of its own pairing."""
     budget = Budget(args.steps, max_seconds=args.max_seconds)
-    base = {"study": "ddp_train", "size": args.size, "context_length": args.context_length,
-            "global_batch": args.global_batch, "world_size": dist.get_world_size(), "warmup": args.warmup,
-            "min_steps": args.steps, "max_seconds": args.max_seconds}
+    base = {
+        "study": "ddp_train",
+        "size": args.size,
+        "context_length": args.context_length,
+        "global_batch": args.global_batch,
+        "world_size": dist.get_world_size(),
+        "warmup": args.warmup,
+        "min_steps": args.steps,
+        "max_seconds": args.max_seconds,
+    }
     anchor = VariantStep(ANCHOR, args, device)
     params = count_parameters(anchor.model)
     rows = []
 
     def measured(variant: str, times: list[float], clock: PhaseClock) -> dict:
         n = len(times)
-        row = {**base, "variant": variant, "params": params, "grad_mib": params * 4 / 2**20, **summarize_ms(times),
-               "step_times_ms": join_ms(times), "status": "ok", "note": "",
-               "backward_times_ms": join_ms(slowest_rank(clock.seconds("backward", n)))}
+        row = {
+            **base,
+            "variant": variant,
+            "params": params,
+            "grad_mib": params * 4 / 2**20,
+            **summarize_ms(times),
+            "step_times_ms": join_ms(times),
+            "status": "ok",
+            "note": "",
+            "backward_times_ms": join_ms(slowest_rank(clock.seconds("backward", n))),
+        }
         if "sync" in clock.samples:
             row["sync_times_ms"] = join_ms(slowest_rank(clock.seconds("sync", n)))
         return row
@@ -131,8 +177,14 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
         try:
             other = VariantStep(variant, args, device) if variant else None
             steps = {ANCHOR: anchor.step, **({variant: other.step} if other else {})}
-            timings = measure(steps, device, args.warmup, budget, agree=all_agree,
-                              settled=settled_against_anchor(variant) if other else None)
+            timings = measure(
+                steps,
+                device,
+                args.warmup,
+                budget,
+                agree=all_agree,
+                settled=settled_against_anchor(variant) if other else None,
+            )
             theirs = slowest_rank(timings[ANCHOR].host_s)
             if not rows:
                 rows.append({**measured(ANCHOR, theirs, anchor.clock), "vs_anchor": 1.0, **env})
@@ -140,18 +192,26 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
                 break
             mine = slowest_rank(timings[variant].host_s)
             ratio, low, high = ratio_ci(mine, theirs)
-            row = {**measured(variant, mine, other.clock), "anchor_step_times_ms": join_ms(theirs),
-                   "vs_anchor": ratio, "vs_anchor_ci95_low": low, "vs_anchor_ci95_high": high,
-                   "vs_anchor_resolved": resolved(low, high)}
+            row = {
+                **measured(variant, mine, other.clock),
+                "anchor_step_times_ms": join_ms(theirs),
+                "vs_anchor": ratio,
+                "vs_anchor_ci95_low": low,
+                "vs_anchor_ci95_high": high,
+                "vs_anchor_resolved": resolved(low, high),
+            }
             if variant.startswith("bucketed-"):
                 row["buckets"] = len(other.ddp.buckets)
         except torch.OutOfMemoryError as error:
             row = {**base, "variant": variant, "status": "oom", "note": str(error).splitlines()[0]}
         if dist.get_rank() == 0:
-            print(f"{variant:>14} {row['status']} step {row.get('median_ms', float('nan')):9.2f} ms "
-                  f"(n={row.get('n_steps', 0)}) vs {ANCHOR} {row.get('vs_anchor', float('nan')):.3f} "
-                  f"[{row.get('vs_anchor_ci95_low', float('nan')):.3f}, {row.get('vs_anchor_ci95_high', float('nan')):.3f}]",
-                  flush=True)
+            print(
+                f"{variant:>14} {row['status']} step {row.get('median_ms', float('nan')):9.2f} ms "
+                f"(n={row.get('n_steps', 0)}) vs {ANCHOR} {row.get('vs_anchor', float('nan')):.3f} "
+                f"[{row.get('vs_anchor_ci95_low', float('nan')):.3f}, "
+                f"{row.get('vs_anchor_ci95_high', float('nan')):.3f}]",
+                flush=True,
+            )
         rows.append({**row, **env})
         other = steps = timings = None
         free_memory(device)
@@ -167,16 +227,25 @@ def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
     parameter broadcasts (optimizer step − local update).
     """
     if device.type != "cuda":
-        return [{"study": "ddp_sharding", "status": "skipped", "note": "memory accounting needs CUDA allocator stats",
-                 **env}]
+        return [
+            {
+                "study": "ddp_sharding",
+                "status": "skipped",
+                "note": "memory accounting needs CUDA allocator stats",
+                **env,
+            }
+        ]
     rows = []
     for sharded in (False, True):
         torch.cuda.reset_peak_memory_stats(device)
         model = build_model(args.size, args.context_length, device)
         after_build = torch.cuda.max_memory_allocated(device)
         ddp = DDPIndividualParameters(model)
-        optimizer = (ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-4) if sharded
-                     else torch.optim.AdamW(model.parameters(), lr=1e-4))
+        optimizer = (
+            ShardedOptimizer(model.parameters(), torch.optim.AdamW, lr=1e-4)
+            if sharded
+            else torch.optim.AdamW(model.parameters(), lr=1e-4)
+        )
         local = optimizer.local_optimizer if sharded else optimizer
         clock, readings = PhaseClock(device), {}
         if sharded and local is not None:  # the shard's own update, timed inside the sharded step
@@ -194,43 +263,78 @@ def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
                 yield
                 return
             synchronize(device)
-            readings.update(before_step=torch.cuda.memory_allocated(device),
-                            peak_before_step=torch.cuda.max_memory_allocated(device))
+            readings.update(
+                before_step=torch.cuda.memory_allocated(device),
+                peak_before_step=torch.cuda.max_memory_allocated(device),
+            )
             torch.cuda.reset_peak_memory_stats(device)
             with clock(name):
                 yield
             synchronize(device)
-            readings.update(after_step=torch.cuda.memory_allocated(device),
-                            peak_during_step=torch.cuda.max_memory_allocated(device))
+            readings.update(
+                after_step=torch.cuda.memory_allocated(device), peak_during_step=torch.cuda.max_memory_allocated(device)
+            )
             torch.cuda.reset_peak_memory_stats(device)  # the next peak_before_step covers forward + backward only
 
         batch = Batch(model.cfg.vocab_size, args.global_batch, args.context_length, device)
-        step = make_step("train_step", ddp, optimizer, batch.inputs, batch.targets, "fp32", device, phase=phase,
-                         after_backward=ddp.finish_gradient_synchronization)
-        times = measure({"step": step}, device, args.warmup, Budget(args.steps, max_seconds=args.max_seconds),
-                        agree=all_agree)["step"].host_s
+        step = make_step(
+            "train_step",
+            ddp,
+            optimizer,
+            batch.inputs,
+            batch.targets,
+            "fp32",
+            device,
+            phase=phase,
+            after_backward=ddp.finish_gradient_synchronization,
+        )
+        times = measure(
+            {"step": step}, device, args.warmup, Budget(args.steps, max_seconds=args.max_seconds), agree=all_agree
+        )["step"].host_s
         n = len(times)
         optimizer_s = slowest_rank(clock.seconds("optimizer step", n))
-        row = {"study": "ddp_sharding", "sharded": sharded, "size": args.size, "context_length": args.context_length,
-               "global_batch": args.global_batch, "world_size": dist.get_world_size(), "optimizer": "torch.optim.AdamW",
-               **summarize_ms(slowest_rank(times)), **summarize_ms(optimizer_s, prefix="optimizer_")}
+        row = {
+            "study": "ddp_sharding",
+            "sharded": sharded,
+            "size": args.size,
+            "context_length": args.context_length,
+            "global_batch": args.global_batch,
+            "world_size": dist.get_world_size(),
+            "optimizer": "torch.optim.AdamW",
+            **summarize_ms(slowest_rank(times)),
+            **summarize_ms(optimizer_s, prefix="optimizer_"),
+        }
         if sharded:
             local_s = slowest_rank(clock.seconds("local update", n)) if "local update" in clock.samples else [0.0] * n
-            row.update(**summarize_ms(local_s, prefix="local_update_"),
-                       **summarize_ms([o - u for o, u in zip(optimizer_s, local_s)], prefix="broadcast_"))
+            row.update(
+                **summarize_ms(local_s, prefix="local_update_"),
+                **summarize_ms([o - u for o, u in zip(optimizer_s, local_s)], prefix="broadcast_"),
+            )
         params = list(model.parameters())
-        state_bytes = sum(t.numel() * t.element_size() for s in (local.state.values() if local else [])
-                          for t in s.values() if torch.is_tensor(t) and t.dim() > 0)
+        state_bytes = sum(
+            t.numel() * t.element_size()
+            for s in (local.state.values() if local else [])
+            for t in s.values()
+            if torch.is_tensor(t) and t.dim() > 0
+        )
         param_bytes = sum(p.numel() * p.element_size() for p in params)
         mib = 1 / 2**20
-        row.update({
-            "params": sum(p.numel() for p in params), "param_mib": param_bytes * mib, "grad_mib": param_bytes * mib,
-            "optimizer_state_mib": state_bytes * mib, "peak_after_build_mib": after_build * mib,
-            "allocated_before_step_mib": readings["before_step"] * mib,
-            "peak_before_step_mib": readings["peak_before_step"] * mib,
-            "allocated_after_step_mib": readings["after_step"] * mib,
-            "peak_during_step_mib": readings["peak_during_step"] * mib, "status": "ok", "note": "", **env,
-        })
+        row.update(
+            {
+                "params": sum(p.numel() for p in params),
+                "param_mib": param_bytes * mib,
+                "grad_mib": param_bytes * mib,
+                "optimizer_state_mib": state_bytes * mib,
+                "peak_after_build_mib": after_build * mib,
+                "allocated_before_step_mib": readings["before_step"] * mib,
+                "peak_before_step_mib": readings["peak_before_step"] * mib,
+                "allocated_after_step_mib": readings["after_step"] * mib,
+                "peak_during_step_mib": readings["peak_during_step"] * mib,
+                "status": "ok",
+                "note": "",
+                **env,
+            }
+        )
         rows.append(row)
         model = ddp = optimizer = local = params = step = None
         free_memory(device)
@@ -247,23 +351,39 @@ def timeline_rows(args, device: torch.device, env: dict) -> list[dict]:
     rows = []
     for variant in args.variants:
         run = VariantStep(variant, args, device)
-        untraced = measure({variant: run.step}, device, args.warmup, Budget(args.steps, max_steps=args.steps),
-                           agree=all_agree)[variant].host_s
+        untraced = measure(
+            {variant: run.step}, device, args.warmup, Budget(args.steps, max_steps=args.steps), agree=all_agree
+        )[variant].host_s
         synchronize(device)
         dist.barrier()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             traced = time_once(run.step, device)[0]
         kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         t0 = min(e.time_range.start for e in kernels)
-        common = {"study": "ddp_timeline", "variant": variant, "size": args.size, "global_batch": args.global_batch,
-                  "world_size": dist.get_world_size(), "profiler": PROFILER, "traced_step_ms": traced * 1e3,
-                  "untraced_step_ms": summarize_ms(untraced)["median_ms"]}
+        common = {
+            "study": "ddp_timeline",
+            "variant": variant,
+            "size": args.size,
+            "global_batch": args.global_batch,
+            "world_size": dist.get_world_size(),
+            "profiler": PROFILER,
+            "traced_step_ms": traced * 1e3,
+            "untraced_step_ms": summarize_ms(untraced)["median_ms"],
+        }
         for e in kernels:
-            rows.append({**common, "stream": getattr(e, "device_resource_id", -1), "kernel": e.name[:120],
-                         "kind": "communication" if "nccl" in e.name.lower() else "compute",
-                         "start_ms": (e.time_range.start - t0) / 1e3,
-                         "duration_ms": (e.time_range.end - e.time_range.start) / 1e3,
-                         "status": "ok", "note": "", **env})
+            rows.append(
+                {
+                    **common,
+                    "stream": getattr(e, "device_resource_id", -1),
+                    "kernel": e.name[:120],
+                    "kind": "communication" if "nccl" in e.name.lower() else "compute",
+                    "start_ms": (e.time_range.start - t0) / 1e3,
+                    "duration_ms": (e.time_range.end - e.time_range.start) / 1e3,
+                    "status": "ok",
+                    "note": "",
+                    **env,
+                }
+            )
         run = prof = kernels = None
         free_memory(device)
     return rows

@@ -25,14 +25,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--precision", choices=PRECISIONS, default="fp32")
     p.add_argument("--compile", action="store_true", help="torch.compile each Transformer block")
-    p.add_argument("--attention", type=choice_list(ATTENTION), default=("naive",),
-                   help=f"comma-separated, timed interleaved: {','.join(ATTENTION)}")
+    p.add_argument(
+        "--attention",
+        type=choice_list(ATTENTION),
+        default=("naive",),
+        help=f"comma-separated, timed interleaved: {','.join(ATTENTION)}",
+    )
     p.add_argument("--optimizer", choices=list(OPTIMIZERS), default="lmperf")
-    p.add_argument("--modes", type=choice_list(MODES), default=MODES, help=f"comma-separated subset of {','.join(MODES)}")
+    p.add_argument(
+        "--modes", type=choice_list(MODES), default=MODES, help=f"comma-separated subset of {','.join(MODES)}"
+    )
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--measured-steps", type=int, default=10, help="at least this many, then more until the CI is tight")
-    p.add_argument("--ci-halfwidth", type=float, default=0.01, help="stop when the median's CI half-width is this fraction")
-    p.add_argument("--max-seconds", type=float, default=30.0, help="time budget per point for steps past --measured-steps")
+    p.add_argument(
+        "--ci-halfwidth", type=float, default=0.01, help="stop when the median's CI half-width is this fraction"
+    )
+    p.add_argument(
+        "--max-seconds", type=float, default=30.0, help="time budget per point for steps past --measured-steps"
+    )
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
     p.add_argument("--device", default="auto", help="auto (cuda if available), cuda, cuda:N or cpu")
     p.add_argument("--study", default="e2e", help="label written in the 'study' column")
@@ -44,9 +54,16 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     budget = Budget(min_steps=args.measured_steps, rel_halfwidth=args.ci_halfwidth, max_seconds=args.max_seconds)
     spec = BenchmarkSpec(
-        size=args.size, context_lengths=args.context_lengths, batch_size=args.batch_size, precision=args.precision,
-        compile=args.compile, attentions=args.attention, optimizer=args.optimizer, warmup_steps=args.warmup_steps,
-        budget=budget, graphed=not args.no_graph,
+        size=args.size,
+        context_lengths=args.context_lengths,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        compile=args.compile,
+        attentions=args.attention,
+        optimizer=args.optimizer,
+        warmup_steps=args.warmup_steps,
+        budget=budget,
+        graphed=not args.no_graph,
     )
     rows = run_benchmark(spec, modes=args.modes, device=resolve_device(args.device))
     for row in rows:

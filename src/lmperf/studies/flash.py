@@ -39,6 +39,7 @@ def _sdpa(backend: SDPBackend):
     def run(q, k, v, causal):
         with sdpa_kernel(backend):  # pinned: fails rather than falling back to another backend
             return F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=causal)[:, 0]
+
     return run
 
 
@@ -49,7 +50,7 @@ def implementations(compile_ours: bool = False) -> dict:
     calls them directly: across its ten shapes the compiled wrapper held our batch-1 forward near
     1 ms from seq 1024 on (H100), host time the timing would have charged to the kernels.
     """
-    from lmperf.attention import FlashAttentionTriton
+    from lmperf.attention.flash_triton import FlashAttentionTriton  # imports triton: only on a GPU
 
     # The backward pass is timed by re-running backward on one graph (retain_graph=True), which a
     # compiled graph refuses when it donates its saved buffers to the backward.
@@ -77,10 +78,20 @@ def time_pass(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_
     if pass_ == "backward":
         out = attention(q, k, v, causal)
         grad_out = torch.randn_like(out)
-        return do_bench(lambda: out.backward(grad_out, retain_graph=True), warmup=warmup_ms, rep=rep_ms,
-                        grad_to_none=grads, return_mode="median")
-    return do_bench(lambda: attention(q, k, v, causal).sum().backward(), warmup=warmup_ms, rep=rep_ms,
-                    grad_to_none=grads, return_mode="median")
+        return do_bench(
+            lambda: out.backward(grad_out, retain_graph=True),
+            warmup=warmup_ms,
+            rep=rep_ms,
+            grad_to_none=grads,
+            return_mode="median",
+        )
+    return do_bench(
+        lambda: attention(q, k, v, causal).sum().backward(),
+        warmup=warmup_ms,
+        rep=rep_ms,
+        grad_to_none=grads,
+        return_mode="median",
+    )
 
 
 def relative_difference(attention, reference, q, k, v, causal: bool) -> float:
@@ -105,16 +116,31 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, batch=16, seq=16384, d=64) -> 
     for name in ("ours_triton", "sdpa_flash", "sdpa_cudnn"):
         diff = relative_difference(impls[name], impls["sdpa_flash"], q, k, v, True) if name != "sdpa_flash" else 0.0
         for pass_ in ("forward", "forward_backward"):
-            row = {"study": "flash_leaderboard", "implementation": name, "pass": pass_, "batch": batch, "seq": seq,
-                   "d": d, "dtype": "bf16", "causal": True, "warmup_ms": warmup_ms, "rep_ms": rep_ms,
-                   "rel_diff_vs_sdpa_flash": diff, "status": "ok", "note": ""}
+            row = {
+                "study": "flash_leaderboard",
+                "implementation": name,
+                "pass": pass_,
+                "batch": batch,
+                "seq": seq,
+                "d": d,
+                "dtype": "bf16",
+                "causal": True,
+                "warmup_ms": warmup_ms,
+                "rep_ms": rep_ms,
+                "rel_diff_vs_sdpa_flash": diff,
+                "status": "ok",
+                "note": "",
+            }
             try:
                 ms = time_pass(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms)
                 row.update(median_ms=ms, tflops=attention_flops(batch, seq, d, True, pass_) / (ms / 1e3) / 1e12)
             except torch.OutOfMemoryError as error:
                 row.update(status="oom", note=str(error).split(" GPU ")[0])
-            print(f"{name:>12} {pass_:>16} {row.get('median_ms', float('nan')):8.3f} ms "
-                  f"{row.get('tflops', float('nan')):7.1f} TFLOP/s  diff {diff:.2e}", flush=True)
+            print(
+                f"{name:>12} {pass_:>16} {row.get('median_ms', float('nan')):8.3f} ms "
+                f"{row.get('tflops', float('nan')):7.1f} TFLOP/s  diff {diff:.2e}",
+                flush=True,
+            )
             rows.append({**row, **env})
     return rows
 
@@ -131,13 +157,26 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
     rows = []
     for seq in seq_lengths:
         generator = torch.Generator(device=device).manual_seed(seq)
-        q, k, v = (torch.randn(batch, seq, d, device=device, dtype=DTYPES[dtype], generator=generator).requires_grad_()
-                   for _ in range(3))
+        q, k, v = (
+            torch.randn(batch, seq, d, device=device, dtype=DTYPES[dtype], generator=generator).requires_grad_()
+            for _ in range(3)
+        )
         for name in names:
             for pass_ in PASSES:
-                row = {"study": "flash_sweep", "implementation": name, "pass": pass_, "batch": batch, "seq": seq,
-                       "d": d, "dtype": dtype, "causal": True, "warmup_ms": warmup_ms, "rep_ms": rep_ms,
-                       "status": "ok", "note": ""}
+                row = {
+                    "study": "flash_sweep",
+                    "implementation": name,
+                    "pass": pass_,
+                    "batch": batch,
+                    "seq": seq,
+                    "d": d,
+                    "dtype": dtype,
+                    "causal": True,
+                    "warmup_ms": warmup_ms,
+                    "rep_ms": rep_ms,
+                    "status": "ok",
+                    "note": "",
+                }
                 if name == "ours_pytorch" and seq > PYTHON_LOOP_MAX_SEQ:
                     row.update(status="skipped", note=f"tiled Python loop; timed up to seq {PYTHON_LOOP_MAX_SEQ}")
                     rows.append({**row, **env})
@@ -145,8 +184,11 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                 torch.cuda.reset_peak_memory_stats(device)
                 try:
                     ms = time_pass(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms)
-                    row.update(median_ms=ms, tflops=attention_flops(batch, seq, d, True, pass_) / (ms / 1e3) / 1e12,
-                               peak_mem_gib=torch.cuda.max_memory_allocated(device) / 2**30)
+                    row.update(
+                        median_ms=ms,
+                        tflops=attention_flops(batch, seq, d, True, pass_) / (ms / 1e3) / 1e12,
+                        peak_mem_gib=torch.cuda.max_memory_allocated(device) / 2**30,
+                    )
                 except torch.OutOfMemoryError as error:
                     row.update(status="oom", note=str(error).split(" GPU ")[0])
                 except RuntimeError as error:
@@ -155,7 +197,11 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                     row.update(status="skipped", note=str(error).splitlines()[0])
                 q.grad = k.grad = v.grad = None
                 torch.cuda.empty_cache()
-                print(f"seq {seq:>6} {name:>15} {pass_:>16} {row['status']:>7} {row.get('median_ms', float('nan')):10.3f} ms", flush=True)
+                print(
+                    f"seq {seq:>6} {name:>15} {pass_:>16} {row['status']:>7} "
+                    f"{row.get('median_ms', float('nan')):10.3f} ms",
+                    flush=True,
+                )
                 rows.append({**row, **env})
     return rows
 
@@ -174,13 +220,20 @@ def main(argv=None) -> None:
     study = f"flash_{args.experiment}"
     if not torch.cuda.is_available():
         device = torch.device("cpu")
-        rows = [{"study": study, "status": "skipped", "note": "needs a CUDA GPU (do_bench times with CUDA events)",
-                 **fingerprint(device)}]
+        rows = [
+            {
+                "study": study,
+                "status": "skipped",
+                "note": "needs a CUDA GPU (do_bench times with CUDA events)",
+                **fingerprint(device),
+            }
+        ]
     elif args.experiment == "leaderboard":
         rows = leaderboard_rows(args.warmup_ms, args.rep_ms)
     else:
-        rows = sweep_rows(args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","),
-                          args.warmup_ms, args.rep_ms)
+        rows = sweep_rows(
+            args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","), args.warmup_ms, args.rep_ms
+        )
     write_rows(rows, args.out)
 
 

@@ -31,9 +31,19 @@ import torch
 
 from lmperf.measure import fingerprint, resolve_device, synchronize, write_rows
 from lmperf.measure.rows import atomic_path, write_csv_atomic
-from lmperf.memory_trace import (CATEGORIES, at_peak, attribute, events_before, events_from_profiler,
-                                 events_from_snapshot, label_stages, largest_allocations, live_bytes, stage_of,
-                                 timeline_series)
+from lmperf.memory_trace import (
+    CATEGORIES,
+    at_peak,
+    attribute,
+    events_before,
+    events_from_profiler,
+    events_from_snapshot,
+    label_stages,
+    largest_allocations,
+    live_bytes,
+    stage_of,
+    timeline_series,
+)
 from lmperf.model import count_parameters, make_optimizer, model_config
 from lmperf.training import build_model, make_step, random_batch
 
@@ -70,16 +80,22 @@ class Recorder:
         if self.device.type == "cuda":
             synchronize(self.device)
             trace = torch.cuda.memory._snapshot()["device_traces"][self.device.index or 0]
-            self.phases.append({"phase": phase, "trace_position": len(trace),  # in trace entries, for now
-                                "allocated_mib": torch.cuda.memory_allocated(self.device) / 2**20})
+            self.phases.append(
+                {
+                    "phase": phase,
+                    "trace_position": len(trace),  # in trace entries, for now
+                    "allocated_mib": torch.cuda.memory_allocated(self.device) / 2**20,
+                }
+            )
         else:  # a zero-length range whose start time places the boundary among the profiler's events
             with torch.profiler.record_function(f"boundary: {phase}"):
                 pass
             self.phases.append({"phase": phase, "trace_position": None, "allocated_mib": None})
 
 
-def run_steps(size: str, ctx: int, mode: str, precision: str, steps: int, device: torch.device,
-              recorder: Recorder) -> torch.nn.Module:
+def run_steps(
+    size: str, ctx: int, mode: str, precision: str, steps: int, device: torch.device, recorder: Recorder
+) -> torch.nn.Module:
     """Build the model and run ``steps`` steps back to back, marking the phases; returns the model."""
     model = build_model(size, ctx, device)
     optimizer = make_optimizer("lmperf", model.parameters()) if mode == "train_step" else None
@@ -115,23 +131,32 @@ def record_profiler(args, device, recorder):
         model = run_steps(args.size, args.context_length, args.mode, args.precision, args.steps, device, recorder)
     function_events = list(prof.events())
     events = events_from_profiler(function_events)
-    starts = {e.name.removeprefix("boundary: "): e.time_range.start for e in function_events if e.name.startswith("boundary: ")}
+    starts = {
+        e.name.removeprefix("boundary: "): e.time_range.start
+        for e in function_events
+        if e.name.startswith("boundary: ")
+    }
     for phase in recorder.phases:  # the number of memory events before the boundary's start
         phase["trace_position"] = int((events["start_us"] < starts[phase["phase"]]).sum())
     return events, None, "ok", "", model
 
 
-def step_rows(events: pd.DataFrame, live: pd.Series, phases: pd.DataFrame, recorder: Recorder, steps: int,
-              attributed: bool) -> list[dict]:
+def step_rows(
+    events: pd.DataFrame, live: pd.Series, phases: pd.DataFrame, recorder: Recorder, steps: int, attributed: bool
+) -> list[dict]:
     """One row per recorded state: the first step and the last (steady state); ``live`` is
     live_bytes(events)."""
     rows = []
     for state, n in (("first", 1), ("steady", steps)):
         mine = phases[phases["step"] == n].set_index("stage")
         in_step = events["step"] == n
-        row = {"state": state, "step": n, "trace_peak_mib": live[in_step].max() / 2**20 if in_step.any() else float("nan"),
-               "allocator_peak_mib": recorder.allocator_peaks.get(n, float("nan")),
-               **{f"after_{stage.replace(' ', '_')}_mib": mine["mib"].get(stage, float("nan")) for stage in STAGES}}
+        row = {
+            "state": state,
+            "step": n,
+            "trace_peak_mib": live[in_step].max() / 2**20 if in_step.any() else float("nan"),
+            "allocator_peak_mib": recorder.allocator_peaks.get(n, float("nan")),
+            **{f"after_{stage.replace(' ', '_')}_mib": mine["mib"].get(stage, float("nan")) for stage in STAGES},
+        }
         if attributed:
             peak = at_peak(events, n)
             row["peak_stage"] = peak.get("peak_stage", "")
@@ -146,7 +171,9 @@ def main(argv=None) -> None:
     p.add_argument("--context-length", type=int, default=128)
     p.add_argument("--mode", choices=MODES, default="train_step")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    p.add_argument("--steps", type=int, default=3, help="steps recorded back to back (>= 2: the last is the steady state)")
+    p.add_argument(
+        "--steps", type=int, default=3, help="steps recorded back to back (>= 2: the last is the steady state)"
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--pickle", help="also keep the raw CUDA snapshot here (large; never committed)")
     p.add_argument("--html", help="also write the snapshot's interactive trace view here (CUDA only; large)")
@@ -164,26 +191,41 @@ def main(argv=None) -> None:
     cfg = model_config(args.size, args.context_length)
     phases = pd.DataFrame(recorder.phases, columns=["phase", "trace_position", "allocated_mib"])
     live = live_bytes(events)
-    phases["trace_mib"] = [live.iloc[int(pos) - 1] / 2**20 if pos and len(live) >= pos else 0.0
-                           for pos in phases["trace_position"]]
+    phases["trace_mib"] = [
+        live.iloc[int(pos) - 1] / 2**20 if pos and len(live) >= pos else 0.0 for pos in phases["trace_position"]
+    ]
     phases["mib"] = phases["allocated_mib"].where(phases["allocated_mib"].notna(), phases["trace_mib"])
     labels = pd.DataFrame([stage_of(name) for name in phases["phase"]], columns=["step", "stage"], dtype=object)
     phases[["step", "stage"]] = labels.values if len(labels) else None
     if model is not None:
-        events = attribute(events, phases, cfg, BATCH, args.context_length,
-                           [tuple(p.shape) for p in model.parameters()], args.precision)
+        events = attribute(
+            events,
+            phases,
+            cfg,
+            BATCH,
+            args.context_length,
+            [tuple(p.shape) for p in model.parameters()],
+            args.precision,
+        )
     else:
         events = label_stages(events, phases).assign(what="", category="")
     residual = BATCH * args.context_length * cfg.d_model * 4
     common = {
-        "study": "memory", "size": args.size, "context_length": args.context_length, "mode": args.mode,
-        "precision": args.precision, "batch_size": BATCH, "steps": args.steps,
+        "study": "memory",
+        "size": args.size,
+        "context_length": args.context_length,
+        "mode": args.mode,
+        "precision": args.precision,
+        "batch_size": BATCH,
+        "steps": args.steps,
         "params": count_parameters(model) if model is not None else None,
         "profiler": "cuda_snapshot" if snapshot is not None else "torch_profiler",
         "model_built_mib": phases["mib"].iloc[0] if len(phases) else float("nan"),
         "residual_stream_mib": residual / 2**20,
         "residual_stream_seen": bool((events["size"] == residual).any()),
-        "allocations": int((events["action"] == "alloc").sum()), "status": status, "note": note,
+        "allocations": int((events["action"] == "alloc").sum()),
+        "status": status,
+        "note": note,
     }
     measured = step_rows(events, live, phases, recorder, args.steps, snapshot is not None) if status == "ok" else [{}]
     rows = [{**common, **r, **fingerprint(device)} for r in measured]
@@ -201,8 +243,11 @@ def main(argv=None) -> None:
             pickle.dump(snapshot, f)
     write_rows(rows, out)
     for r in rows:
-        print(f"{args.size} {args.precision} {args.mode} ctx {args.context_length} {r.get('state', '')}: {status}, "
-              f"trace peak {r.get('trace_peak_mib', float('nan')):.1f} MiB", flush=True)
+        print(
+            f"{args.size} {args.precision} {args.mode} ctx {args.context_length} {r.get('state', '')}: {status}, "
+            f"trace peak {r.get('trace_peak_mib', float('nan')):.1f} MiB",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

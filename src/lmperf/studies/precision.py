@@ -22,7 +22,9 @@ ACCUMULATION_CASES = [
 ]
 
 
-def accumulate(acc_dtype: torch.dtype, summand_dtype: torch.dtype, cast: bool, n: int = 1000, value: float = 0.01) -> float:
+def accumulate(
+    acc_dtype: torch.dtype, summand_dtype: torch.dtype, cast: bool, n: int = 1000, value: float = 0.01
+) -> float:
     """Sum ``value`` n times into a zero of ``acc_dtype``, exactly as the handout's loops do."""
     total = torch.tensor(0, dtype=acc_dtype)
     for _ in range(n):
@@ -36,20 +38,22 @@ def accumulation_rows(n: int = 1000, value: float = 0.01) -> list[dict]:
     rows = []
     for acc, summand, cast in ACCUMULATION_CASES:
         result = accumulate(acc, summand, cast, n, value)
-        rows.append({
-            "study": "accumulation",
-            "accumulator": str(acc).removeprefix("torch."),
-            "summand": str(summand).removeprefix("torch."),
-            "summand_cast_to_accumulator": cast,
-            "n_adds": n,
-            "summand_value": value,
-            "summand_stored": torch.tensor(value, dtype=summand).item(),
-            "result": result,
-            "abs_error": abs(result - n * value),
-            "status": "ok",
-            "note": "",
-            **env,
-        })
+        rows.append(
+            {
+                "study": "accumulation",
+                "accumulator": str(acc).removeprefix("torch."),
+                "summand": str(summand).removeprefix("torch."),
+                "summand_cast_to_accumulator": cast,
+                "n_adds": n,
+                "summand_value": value,
+                "summand_stored": torch.tensor(value, dtype=summand).item(),
+                "result": result,
+                "abs_error": abs(result - n * value),
+                "status": "ok",
+                "note": "",
+                **env,
+            }
+        )
     return rows
 
 
@@ -76,6 +80,7 @@ def observe_autocast(dtype: torch.dtype, device: torch.device) -> dict[str, str]
     def record(name):
         def hook(module, inputs, output):  # returns None, so the output is left as it is
             seen.setdefault(name, output.dtype)
+
         return hook
 
     model.fc1.register_forward_hook(record("fc1 output"))
@@ -102,7 +107,9 @@ def autocast_rows(device: torch.device) -> list[dict]:
         try:
             observed = observe_autocast(dtype, device)
         except RuntimeError as error:  # a device whose autocast lacks this dtype
-            rows.append({**base, "tensor": "", "dtype": "", "status": "skipped", "note": str(error).splitlines()[0], **env})
+            rows.append(
+                {**base, "tensor": "", "dtype": "", "status": "skipped", "note": str(error).splitlines()[0], **env}
+            )
             continue
         rows += [{**base, "tensor": k, "dtype": v, "status": "ok", "note": "", **env} for k, v in observed.items()]
     return rows
@@ -128,14 +135,24 @@ def layernorm_rows(d: int = 4096) -> list[dict]:
             ms = (x * x).mean()  # the statistic computed in that dtype, as a kernel without upcasting would
             out = x / torch.sqrt(ms)
             finite = bool(torch.isfinite(out).all())
-            rows.append({
-                "study": "layernorm", "dtype": name, "scale": scale, "d": d,
-                "mean_square": ms.item(), "mean_square_float64": ms64.item(),
-                "mean_square_rel_error": abs(ms.item() - ms64.item()) / ms64.item(),
-                "output_finite": finite,
-                "output_rel_error": ((out.double() - out64).norm() / out64.norm()).item() if finite else float("nan"),
-                "status": "ok", "note": "", **env,
-            })
+            rows.append(
+                {
+                    "study": "layernorm",
+                    "dtype": name,
+                    "scale": scale,
+                    "d": d,
+                    "mean_square": ms.item(),
+                    "mean_square_float64": ms64.item(),
+                    "mean_square_rel_error": abs(ms.item() - ms64.item()) / ms64.item(),
+                    "output_finite": finite,
+                    "output_rel_error": ((out.double() - out64).norm() / out64.norm()).item()
+                    if finite
+                    else float("nan"),
+                    "status": "ok",
+                    "note": "",
+                    **env,
+                }
+            )
     return rows
 
 

@@ -77,10 +77,29 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
     report = out.with_suffix(".nsys-rep")
     with tempfile.TemporaryDirectory() as tmp:
         captured = Path(tmp) / "captured.json"
-        child = [sys.executable, "-m", "lmperf.studies.profile", "--size", args.size, "--context-length",
-                 str(args.context_length), "--mode", args.mode, "--batch-size", str(args.batch_size),
-                 "--warmup-steps", str(args.warmup_steps), "--measured-steps", str(args.measured_steps),
-                 "--device", str(device), "--out", str(out), "--capture-json", str(captured)]
+        child = [
+            sys.executable,
+            "-m",
+            "lmperf.studies.profile",
+            "--size",
+            args.size,
+            "--context-length",
+            str(args.context_length),
+            "--mode",
+            args.mode,
+            "--batch-size",
+            str(args.batch_size),
+            "--warmup-steps",
+            str(args.warmup_steps),
+            "--measured-steps",
+            str(args.measured_steps),
+            "--device",
+            str(device),
+            "--out",
+            str(out),
+            "--capture-json",
+            str(captured),
+        ]
         subprocess.run(nsys.profile_command(nsys_path, report, child), check=True)
         result = json.loads(captured.read_text())
     if result["status"] == "oom":
@@ -89,13 +108,21 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
     activities, nvtx_ranges = nsys.read_report(nsys_path, report)
     spans = spans_by_name(nvtx_ranges)
     if activities.empty or "measured step" not in spans:
-        raise RuntimeError(f"nsys stats of {report} show no kernels or no 'measured step' range: was it traced "
-                           "with --trace=cuda,nvtx?")
-    kernels = kernel_table(zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
-                           spans, args.measured_steps)
+        raise RuntimeError(
+            f"nsys stats of {report} show no kernels or no 'measured step' range: was it traced with --trace=cuda,nvtx?"
+        )
+    kernels = kernel_table(
+        zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
+        spans,
+        args.measured_steps,
+    )
     forward = forward_spans_ms(activities, spans, args.measured_steps)
-    return kernels, {"step_ms": summarize_ms(plain)["median_ms"], "profiled_step_ms": summarize_ms(result["host_s"])["median_ms"],
-                     "profiler_forward_ms": forward, "profiler_forward_basis": "GPU span of the NVTX forward range"}
+    return kernels, {
+        "step_ms": summarize_ms(plain)["median_ms"],
+        "profiled_step_ms": summarize_ms(result["host_s"])["median_ms"],
+        "profiler_forward_ms": forward,
+        "profiler_forward_basis": "GPU span of the NVTX forward range",
+    }
 
 
 def with_torch_profiler(args, device: torch.device) -> tuple[pd.DataFrame, dict]:
@@ -109,19 +136,27 @@ def with_torch_profiler(args, device: torch.device) -> tuple[pd.DataFrame, dict]
     events = list(prof.events())
     spans = spans_by_name((e.name, e.time_range.start, e.time_range.end) for e in events)
     on_gpu = device.type == "cuda"
-    launches = ((e.time_range.start, name, us) for e in events
-                if e.device_type == torch.autograd.DeviceType.CPU and e.name not in spans
-                and not e.name.startswith("ProfilerStep")
-                for name, us in ([(k.name, k.duration) for k in e.kernels] if on_gpu else [(e.name, e.self_cpu_time_total)])
-                if us > 0)
+    launches = (
+        (e.time_range.start, name, us)
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CPU
+        and e.name not in spans
+        and not e.name.startswith("ProfilerStep")
+        for name, us in ([(k.name, k.duration) for k in e.kernels] if on_gpu else [(e.name, e.self_cpu_time_total)])
+        if us > 0
+    )
     kernels = kernel_table(launches, spans, args.measured_steps)
     if on_gpu:  # torch.profiler gives kernels durations, not start times: their sum is the forward time
         forward, basis = kernel_forward_ms(kernels, args.measured_steps), "kernel time under the forward range"
     else:
         forward = sum(e - s for s, e in in_measured_steps(spans, "forward")) / args.measured_steps / 1e3
         basis = "host time of the forward range"
-    return kernels, {"step_ms": summarize_ms(plain)["median_ms"], "profiled_step_ms": summarize_ms(profiled)["median_ms"],
-                     "profiler_forward_ms": forward, "profiler_forward_basis": basis}
+    return kernels, {
+        "step_ms": summarize_ms(plain)["median_ms"],
+        "profiled_step_ms": summarize_ms(profiled)["median_ms"],
+        "profiler_forward_ms": forward,
+        "profiler_forward_basis": basis,
+    }
 
 
 def kernel_forward_ms(kernels: pd.DataFrame, steps: int) -> float:
@@ -165,9 +200,15 @@ def main(argv=None) -> None:
 
     profiler = choose_profiler(args.profiler, device)
     out = Path(args.out)
-    base = {"study": "profile", "size": args.size, "context_length": args.context_length, "mode": args.mode,
-            "batch_size": args.batch_size, "measured_steps": args.measured_steps,
-            "profiler": "nsys" if profiler == "nsys" else "torch.profiler"}
+    base = {
+        "study": "profile",
+        "size": args.size,
+        "context_length": args.context_length,
+        "mode": args.mode,
+        "batch_size": args.batch_size,
+        "measured_steps": args.measured_steps,
+        "profiler": "nsys" if profiler == "nsys" else "torch.profiler",
+    }
     try:
         if profiler == "nsys":
             kernels, timing = with_nsys(args, device, out, nsys.executable())
@@ -182,9 +223,12 @@ def main(argv=None) -> None:
     timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
     write_rows([{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")], out)
     write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv")
-    print(f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
-          f"profiled {timing['profiled_step_ms']:.2f} ms, forward per profiler {timing['profiler_forward_ms']:.2f} ms, "
-          f"{len(kernels)} kernel rows", flush=True)
+    print(
+        f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
+        f"profiled {timing['profiled_step_ms']:.2f} ms, forward per profiler {timing['profiler_forward_ms']:.2f} ms, "
+        f"{len(kernels)} kernel rows",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
