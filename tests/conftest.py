@@ -47,13 +47,27 @@ def smoke_run(tmp_path_factory) -> Path:
     Every Python process of the run records the lmperf modules it imported under imports/
     (tests/record_imports), for the check of rule inputs against what ran."""
     workdir = copy_pipeline(tmp_path_factory.mktemp("pipeline"))
-    (workdir / "imports").mkdir()
-    recorder = {
+    snakemake(workdir, "--cores", "2", "report/final.md", "--config", "grid=smoke", env=import_recorder(workdir))
+    return workdir
+
+
+def import_recorder(workdir: Path) -> dict:
+    """Environment under which every Python process records what it imported to workdir/imports/."""
+    (workdir / "imports").mkdir(exist_ok=True)
+    return {
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests/record_imports"), os.environ.get("PYTHONPATH")])),
         "LMPERF_IMPORT_LOG": str(workdir / "imports"),
     }
-    snakemake(workdir, "--cores", "2", "report/final.md", "--config", "grid=smoke", env=recorder)
-    return workdir
+
+
+def recorded_processes(workdir: Path) -> list[tuple[str, list[str], list[str]]]:
+    """(entry module, lmperf files imported, argv) of every process recorded under workdir/imports/."""
+    processes = []
+    for log in (workdir / "imports").glob("*.txt"):
+        head, argv = log.read_text().split("\n--argv\n")
+        entry, *files = head.split()
+        processes.append((entry, files, argv.split()))
+    return processes
 
 
 def planned_jobs(output: str) -> dict[str, int]:

@@ -217,3 +217,20 @@ def _dropped_wrappers_free_their_model(rank, world, results_dir):
 def test_dropped_ddp_wrappers_free_their_model(tmp_path):
     """Gradient hooks live in C++ where the garbage collector cannot see them; they must not pin the model."""
     run_workers(_dropped_wrappers_free_their_model, WORLD, tmp_path, timeout_s=120)
+
+
+def test_torchrun_starts_ranks_on_one_machine_or_one_per_node():
+    from lmperf.distributed.torchrun import command
+
+    program = ["-m", "lmperf.studies.ddp", "train"]
+    single = command(4, program, env={})
+    assert single[-5:] == ["--standalone", "--nproc_per_node=4", *program]
+    assert command(4, program, env={"SLURM_JOB_NUM_NODES": "1"}) == single
+
+    slurm = {"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "42"}
+    multi = command(4, program, env=slurm, head=lambda nodelist: {"gpu[07-08]": "gpu07"}[nodelist])
+    assert multi[:3] == ["srun", "--nodes=2", "--ntasks-per-node=1"]  # one torchrun per node
+    assert "--nnodes=2" in multi and "--nproc_per_node=2" in multi
+    assert "--rdzv_endpoint=gpu07:29400" in multi and "--rdzv_id=42" in multi and multi[-3:] == program
+    with pytest.raises(SystemExit, match="do not split evenly"):
+        command(3, program, env=slurm, head=lambda nodelist: "gpu07")

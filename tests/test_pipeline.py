@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, planned_jobs, snakemake
+from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -146,15 +146,21 @@ def test_full_grid_dag(tmp_path):
     }
 
 
-def test_slurm_profile_dry_run(tmp_path):
+def test_slurm_profiles_request_gpus_only_where_jobs_use_them(tmp_path):
     workdir = copy_pipeline(tmp_path)
-    proc = snakemake(workdir, "-n", "--workflow-profile", "profiles/slurm", "report/final.md")
-    out = proc.stdout + proc.stderr
-    assert planned_jobs(out)["e2e"] == 20  # the profile selects the full grid
-    e2e_jobs = re.findall(r"rule e2e:.*?resources: ([^\n]+)", out, flags=re.S)
-    assert len(e2e_jobs) == 20
-    for resources in e2e_jobs:
-        assert "gpu=1" in resources and "gpu_model=h100" in resources and "tasks=1" in resources
+    jobs = dry_run_jobs(workdir, "--workflow-profile", "profiles/slurm")
+    assert sum(j["rule"] == "e2e" for j in jobs) == 20  # the profile selects the full grid
+    for job in jobs:
+        resources = dict(r.split("=", 1) for r in job["resources"].split(", "))
+        gloo = job["rule"] == "allreduce" and "/gloo-" in job["output"]
+        if job["rule"] in ("precision", "aggregate", "cost", "report") or "figure" in job["rule"] or gloo:
+            assert resources.get("gpu", "0") == "0", job["rule"]  # CPU-only
+        elif job["benchmark"]:
+            ranks = re.search(r"--ranks (\d+)", job["shell"])
+            assert resources["gpu"] == (ranks.group(1) if ranks else "1"), job["rule"]
+            assert resources["gpu_model"] == "h100" and resources["tasks"] == "1" and resources["tasks_per_gpu"] == "0"
+    cpu_jobs = dry_run_jobs(workdir, "--workflow-profile", "profiles/slurm-cpu")
+    assert cpu_jobs and not any("gpu" in j["resources"] for j in cpu_jobs)
 
 
 def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
@@ -203,7 +209,7 @@ def test_cost_table_is_the_benchmark_files(smoke_run):
     cost = pd.read_csv(smoke_run / "results/cost.csv")
     jobs = dry_run_jobs(smoke_run, "--forceall", "--config", "grid=smoke")
     measuring = {j["rule"] for j in jobs if j["benchmark"]}
-    assert measuring == {j["rule"] for j in jobs if "gpu=" in j["resources"]}  # every rule that holds the GPU
+    assert measuring == {j["rule"] for j in jobs if "device=" in j["resources"]}  # every rule that holds the device
     assert sorted(cost["job"]) == sorted(j["benchmark"] for j in jobs if j["benchmark"])
     rows = markdown_tables((smoke_run / "report/final.md").read_text(), "## Cost of this run")
     for study, jobs, wall_min, _longest, gpu_min in rows:

@@ -110,8 +110,8 @@ def attention_modules(names):
 
 
 def allreduce_gpus(backend, world):
-    """NCCL holds a GPU per rank; gloo's CPU ranks hold the one GPU token, so no measurement overlaps them."""
-    return int(world) if backend == "nccl" else 1
+    """GPUs an all-reduce job uses: one per rank for NCCL, none for gloo's CPU ranks."""
+    return int(world) if backend == "nccl" else 0
 
 
 def figure(name, categories):

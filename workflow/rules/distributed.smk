@@ -10,7 +10,7 @@ ALLREDUCE_TARGETS = [
 
 rule allreduce:
     input:
-        code("lmperf.studies.allreduce"),
+        code("lmperf.distributed.torchrun", "lmperf.studies.allreduce"),
     output:
         "results/allreduce/{backend}-n{world}.csv",
     log:
@@ -21,7 +21,7 @@ rule allreduce:
         backend="gloo|nccl",
         world=r"\d+",
     resources:
-        gpu=lambda wc: allreduce_gpus(wc.backend, wc.world),
+        device=1,
     params:
         min_bytes=ALLREDUCE["min_bytes"],
         max_bytes=lambda wc: ALLREDUCE["max_bytes"] if wc.backend == "nccl" else ALLREDUCE["gloo_max_bytes"],
@@ -29,8 +29,8 @@ rule allreduce:
         warmup=ALLREDUCE["warmup"],
         iters=ALLREDUCE["iters"],
     shell:
-        "python -m torch.distributed.run --standalone --nproc_per_node={wildcards.world}"
-        " -m lmperf.studies.allreduce --backend {wildcards.backend} --min-bytes {params.min_bytes}"
+        "python -m lmperf.distributed.torchrun --ranks {wildcards.world}"
+        " lmperf.studies.allreduce --backend {wildcards.backend} --min-bytes {params.min_bytes}"
         " --max-bytes {params.max_bytes} --step-factor {params.step_factor}"
         " --warmup {params.warmup} --iters {params.iters} --out {output} > {log} 2>&1"
 
@@ -66,7 +66,7 @@ DDP_PARAMS = {
 
 rule ddp_train:
     input:
-        code("lmperf.studies.ddp"),
+        code("lmperf.distributed.torchrun", "lmperf.studies.ddp"),
     output:
         "results/ddp/train-b{batch}.csv",
     log:
@@ -76,12 +76,12 @@ rule ddp_train:
     wildcard_constraints:
         batch=r"\d+",
     resources:
-        gpu=DDP["world_size"],
+        device=1,
     params:
         **DDP_PARAMS,
         variants=",".join(DDP["variants"]),
     shell:
-        "python -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp train"
+        "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp train"
         " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
         " --max-seconds {params.max_seconds} --global-batch {wildcards.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"
@@ -89,7 +89,7 @@ rule ddp_train:
 
 rule ddp_sharding:
     input:
-        code("lmperf.studies.ddp"),
+        code("lmperf.distributed.torchrun", "lmperf.studies.ddp"),
     output:
         "results/ddp/sharding.csv",
     log:
@@ -97,19 +97,19 @@ rule ddp_sharding:
     benchmark:
         "benchmarks/ddp/sharding.tsv"
     resources:
-        gpu=DDP["world_size"],
+        device=1,
     params:
         **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
     shell:
-        "python -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp sharding"
+        "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp sharding"
         " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
         " --max-seconds {params.max_seconds} --global-batch {params.batch} --out {output} > {log} 2>&1"
 
 
 rule ddp_timeline:
     input:
-        code("lmperf.studies.ddp"),
+        code("lmperf.distributed.torchrun", "lmperf.studies.ddp"),
     output:
         "results/ddp/timeline.csv",
     log:
@@ -117,13 +117,13 @@ rule ddp_timeline:
     benchmark:
         "benchmarks/ddp/timeline.tsv"
     resources:
-        gpu=DDP["world_size"],
+        device=1,
     params:
         **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     shell:
-        "python -m torch.distributed.run --standalone --nproc_per_node={params.world} -m lmperf.studies.ddp timeline"
+        "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp timeline"
         " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
         " --max-seconds {params.max_seconds} --global-batch {params.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"

@@ -33,7 +33,7 @@ rule e2e:
     benchmark:
         "benchmarks/e2e/{size}/{precision}-{compile}.tsv"
     resources:
-        gpu=1,
+        device=1,
     params:
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
         attention=",".join(E2E["attention"]),
@@ -65,7 +65,7 @@ rule warmup:
     benchmark:
         "benchmarks/warmup/{size}/{mode}/w{warmup}-p{process}.tsv"
     resources:
-        gpu=1,
+        device=1,
     params:
         ctx=WARMUP["context_length"],
         measured_steps=WARMUP["measured_steps"],

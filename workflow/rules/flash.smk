@@ -17,7 +17,7 @@ rule flash_leaderboard:
     benchmark:
         "benchmarks/flash/leaderboard.tsv"
     resources:
-        gpu=1,
+        device=1,
     params:
         warmup_ms=FLASH["leaderboard"]["warmup_ms"],
         rep_ms=FLASH["leaderboard"]["rep_ms"],
@@ -39,7 +39,7 @@ rule flash_sweep:
         dtype="bf16|fp32",
         d=r"\d+",
     resources:
-        gpu=1,
+        device=1,
     params:
         seq_lengths=",".join(map(str, FLASH["sweep"]["seq_lengths"])),
         implementations=",".join(FLASH["sweep"]["implementations"]),
@@ -68,7 +68,7 @@ rule attention_sweep:
     wildcard_constraints:
         d=r"\d+",
     resources:
-        gpu=1,
+        device=1,
     params:
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
         seq_lengths=",".join(map(str, ATTN["seq_lengths"])),

@@ -27,7 +27,7 @@ rule memory:
         mode="forward|train_step",
         ctx=r"\d+",
     resources:
-        gpu=1,
+        device=1,
     params:
         size=MEMORY["size"],
         steps=MEMORY["steps"],

@@ -16,6 +16,6 @@ rule precision:
     wildcard_constraints:
         experiment=alternatives(PRECISION_EXPERIMENTS),
     resources:
-        gpu=1,
+        device=1,
     shell:
         "python -m lmperf.studies.precision {wildcards.experiment} --out {output} > {log} 2>&1"

@@ -34,7 +34,7 @@ rule profile:
         mode="forward|train_step",
         ctx=r"\d+",
     resources:
-        gpu=1,
+        device=1,
     params:
         warmup=PROFILE["warmup_steps"],
         steps=PROFILE["measured_steps"],

@@ -19,7 +19,7 @@ from lmperf.report.markdown import num, table
 
 
 def collect(paths: list[str], gpus: list[int]) -> pd.DataFrame:
-    """One row per job: its study (the folder under benchmarks/), wall seconds and the GPUs it held."""
+    """One row per job: its study (the folder under benchmarks/), wall seconds and the GPUs it uses."""
     if len(paths) != len(gpus):
         raise ValueError(f"{len(paths)} benchmark files but {len(gpus)} GPU counts")
     rows = []
@@ -58,8 +58,8 @@ def render(jobs: pd.DataFrame) -> str:
             "",
             "Wall time of every measuring job, from Snakemake's `benchmark:` files under `benchmarks/`, and "
             "GPU-minutes: "
-            "wall time × the GPUs the job held (its `gpu` resource; on a machine without a GPU, the token that keeps "
-            "measurements from overlapping). Aggregation, figures and the report run locally and are not counted.",
+            "wall time × the GPUs the job uses on a GPU machine (one; one per rank for NCCL all-reduce and DDP; none "
+            "for gloo's CPU ranks). Aggregation, figures and the report run locally and are not counted.",
             "",
             table(rows),
             "",
@@ -71,7 +71,7 @@ def render(jobs: pd.DataFrame) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--gpus", required=True, help="comma-separated GPUs held, one per benchmark file")
+    p.add_argument("--gpus", required=True, help="comma-separated GPUs used, one per benchmark file")
     p.add_argument("--out", required=True)
     p.add_argument("benchmarks", nargs="+")
     args = p.parse_args(argv)

@@ -1,0 +1,246 @@
+"""The pipeline on a real Slurm: munge, slurmctld and slurmd started on this machine (Debian's
+packages, installed by .ci/run), one node with two fake GPUs (GRES files the test creates).
+
+- the smoke grid through profiles/slurm-cpu: every measuring job goes through sbatch, completes,
+  runs its command once and asks for no GPU; the report is made;
+- profiles/slurm's requests, on the fake GPUs: GPUs where a job uses them, one task per job;
+- a study that fails shows its log and its error; a job past its time limit leaves nothing behind
+  and `--rerun-incomplete` finishes it.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, copy_pipeline, dry_run_jobs, import_recorder, recorded_processes, snakemake
+
+pytestmark = pytest.mark.slow
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+NODE = socket.gethostname().split(".")[0]
+
+
+def slurm_conf(root: Path) -> str:
+    """One node that says it has 16 CPUs, 250 GB and two h100 GPUs (config_overrides: slurmd believes
+    the file, not the machine), so the GPU profile's requests fit; a gpu and a cpu partition on it.
+    Finished jobs are logged by jobcomp/filetxt (no slurmdbd) and stay in squeue for 10 minutes."""
+    return f"""\
+ClusterName=lmperf-test
+SlurmctldHost={NODE}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={root}/munge.socket
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/slurmd.log
+SlurmctldPort=16817
+SlurmdPort=16818
+SlurmdParameters=config_overrides
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU_Memory
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+KillWait=5
+OverTimeLimit=0
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/jobcomp.txt
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+GresTypes=gpu
+NodeName={NODE} NodeAddr=127.0.0.1 CPUs=16 RealMemory=256000 Gres=gpu:h100:2 State=UNKNOWN
+PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP
+"""
+
+
+# Slurm's default configuration: the Slurm plugin's job step drops SLURM_CONF from the environment of
+# the srun it starts, so a configuration elsewhere is not found inside the jobs.
+CONF = Path("/etc/slurm")
+
+
+def start(root: Path) -> dict:
+    """Start the three daemons; the environment that points Slurm's commands at them."""
+    for folder in ("state", "spool", "saved-conf"):
+        (root / folder).mkdir()
+    for i in range(2):
+        (root / f"nvidia{i}").touch()  # fake GPU device files for GRES
+    CONF.mkdir(exist_ok=True)
+    for name in ("slurm.conf", "gres.conf"):
+        if (CONF / name).exists():
+            shutil.copy2(CONF / name, root / "saved-conf" / name)  # put back by stop()
+    (CONF / "slurm.conf").write_text(slurm_conf(root))
+    (CONF / "gres.conf").write_text(f"NodeName={NODE} Name=gpu Type=h100 File={root}/nvidia[0-1]\n")
+    env = {**os.environ, "SLURM_CONF": str(CONF / "slurm.conf")}
+    subprocess.run(
+        ["munged", "--force", f"--socket={root}/munge.socket", f"--pid-file={root}/munged.pid",
+         f"--log-file={root}/munged.log", f"--seed-file={root}/munged.seed"],
+        check=True,
+    )  # fmt: skip
+    subprocess.run(["slurmctld", "-f", env["SLURM_CONF"]], check=True, env=env)
+    subprocess.run(["slurmd", "-f", env["SLURM_CONF"]], check=True, env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        state = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env).stdout.split()
+        if state and all(s == "idle" for s in state):
+            return env
+        time.sleep(1)
+    logs = "\n".join((root / log).read_text()[-1500:] for log in ("slurmctld.log", "slurmd.log"))
+    raise RuntimeError(f"the Slurm node never became idle: {state}\n{logs}")
+
+
+def stop(root: Path) -> list[str]:
+    """Stop each daemon by the PID it wrote and put /etc/slurm back; the names of any still alive 30 s later."""
+    pids = {}
+    for name in DAEMONS:
+        pid_file = root / f"{name}.pid"
+        if pid_file.exists():
+            pids[name] = int(pid_file.read_text())
+            try:
+                os.kill(pids[name], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.time() + 30
+    while time.time() < deadline and any(alive(pid) for pid in pids.values()):
+        time.sleep(0.5)
+    for name in ("slurm.conf", "gres.conf"):
+        (CONF / name).unlink(missing_ok=True)
+        if (root / "saved-conf" / name).exists():
+            shutil.copy2(root / "saved-conf" / name, CONF / name)
+    return [name for name, pid in pids.items() if alive(pid)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    missing = [tool for tool in (*DAEMONS, "sbatch", "squeue", "scontrol") if not shutil.which(tool)]
+    if missing:
+        pytest.skip(f"Slurm is not installed here (no {', '.join(missing)}); .ci/run installs Debian's "
+                    "slurmctld, slurmd, slurm-client and munge")  # fmt: skip
+    if os.geteuid() != 0:
+        pytest.skip("starting slurmd and munged takes root")
+    root = tmp_path_factory.mktemp("slurm")
+    try:
+        yield {"root": root, "env": start(root)}
+    finally:
+        still_running = stop(root)
+        assert not still_running, f"daemons still running after SIGTERM: {still_running}"
+
+
+def slurm_jobs(cluster) -> dict[str, dict]:
+    """Every job the cluster ran, by id: scontrol's fields (rule in Comment, NumTasks, TresPerJob)."""
+    ids = re.findall(r"JobId=(\d+)", (cluster["root"] / "jobcomp.txt").read_text())
+    jobs = {}
+    for job_id in ids:
+        shown = subprocess.run(["scontrol", "show", "job", job_id, "-o"], capture_output=True, text=True,
+                               env=cluster["env"]).stdout  # fmt: skip
+        jobs[job_id] = dict(re.findall(r"(\w+)=(\S*)", shown))
+    return jobs
+
+
+def run(cluster, workdir, *args, check=True):
+    env = {"SLURM_CONF": cluster["env"]["SLURM_CONF"], **import_recorder(workdir)}
+    return snakemake(workdir, *args, env=env, check=check, timeout=1500)
+
+
+def test_the_smoke_grid_runs_through_slurm(cluster, tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    # two jobs at a time: the node is this 2-core machine (the profile's 16 are for a real partition)
+    run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", "report/final.md", "--jobs", "2")
+    assert (workdir / "report/final.md").read_text().startswith("# lmperf report")
+
+    measuring = [j for j in dry_run_jobs(workdir, "--forceall", "--config", "grid=smoke") if j["benchmark"]]
+    jobs = slurm_jobs(cluster)
+    assert len(jobs) == len(measuring)  # each through sbatch; aggregation, figures, report stay local
+    assert {j["JobState"] for j in jobs.values()} == {"COMPLETED"}
+    assert all(j["NumTasks"] == "1" and "gpu" not in j.get("TresPerJob", "") for j in jobs.values())
+
+    # each job's command ran once: one process per output for a study, torchrun's ranks for the rest
+    started = {}
+    for entry, _files, argv in recorded_processes(workdir):
+        if entry.startswith("lmperf.studies.") and "--out" in argv:
+            started.setdefault(argv[argv.index("--out") + 1], []).append(entry)
+    for job in measuring:
+        out = job["output"].split(", ")[0]
+        ranks = re.search(r"--ranks (\d+)", job["shell"])
+        assert len(started.get(out, [])) == (int(ranks.group(1)) if ranks else 1), out
+
+
+def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    targets = {
+        "results/e2e/nano/fp32-eager.csv": ("e2e", 1),
+        "results/precision/layernorm.csv": ("precision", 0),
+        "results/allreduce/gloo-n2.csv": ("allreduce", 0),
+        "results/ddp/sharding.csv": ("ddp_sharding", 2),
+    }
+    before = set(slurm_jobs(cluster))
+    # the GPU profile as it is, on the smoke grid (the studies fall back to the CPU)
+    run(cluster, workdir, "--workflow-profile", "profiles/slurm", "--config", "grid=smoke", *targets)
+    jobs = [job for job_id, job in slurm_jobs(cluster).items() if job_id not in before]
+    assert len(jobs) == len(targets)
+    for rule, gpus in targets.values():
+        (job,) = [j for j in jobs if re.fullmatch(rf"rule_{rule}(_wildcards_.*)?", j.get("Comment", ""))]
+        assert job["JobState"] == "COMPLETED" and job["NumTasks"] == "1" and job["Partition"] == "gpu"
+        assert job.get("TresPerJob", "") == (f"gres:gpu:h100:{gpus}" if gpus else ""), rule
+
+
+def test_the_gpu_profile_asks_for_the_full_grids_ddp_ranks():
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    world = yaml.safe_load((ROOT / "config.yaml").read_text())["grids"]["full"]["ddp"]["world_size"]
+    assert [profile["set-resources"][rule]["gpu"] for rule in ("ddp_train", "ddp_sharding", "ddp_timeline")] == [
+        world
+    ] * 3
+    cpu = yaml.safe_load((ROOT / "profiles/slurm-cpu/config.yaml").read_text())
+    assert "gpu" not in str(cpu["default-resources"]) + str(cpu["set-resources"])
+
+
+def test_a_failing_study_shows_its_log_and_error(cluster, tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    study = workdir / "src/lmperf/studies/precision.py"
+    study.write_text('raise SystemExit("lmperf test: this study fails on purpose")\n' + study.read_text())
+    proc = run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", "results/precision/layernorm.csv",
+               check=False)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "logs/precision/layernorm.log" in out and "this study fails on purpose" in out
+    assert not (workdir / "results/precision/layernorm.csv").exists()
+
+
+def test_a_job_past_its_time_limit_leaves_nothing_and_reruns(cluster, tmp_path):
+    workdir = copy_pipeline(tmp_path)
+    target = "results/e2e/nano/fp32-eager.csv"
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["grids"]["smoke"]["e2e"].update(ci_halfwidth=1e-9, max_seconds_per_point=10**6)  # runs until killed
+    (workdir / "slow.yaml").write_text(yaml.safe_dump(config))
+    proc = run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", target, "--configfile", "slow.yaml",
+               "--set-resources", "e2e:runtime=1", check=False)  # fmt: skip
+    assert proc.returncode != 0
+    (job,) = [j for j in slurm_jobs(cluster).values() if j.get("JobState") == "TIMEOUT"]
+    assert job["Comment"].startswith("rule_e2e_")
+    out_dir = workdir / "results/e2e/nano"
+    assert not out_dir.exists() or not any(out_dir.iterdir())  # not even a temporary file
+
+    run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", target, "--rerun-incomplete")
+    assert (workdir / target).exists()
