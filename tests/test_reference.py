@@ -6,10 +6,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmperf.report import render
+from lmperf.report import cost, render
 from lmperf.report.e2e_analysis import physics_violations
 
-SLICE = Path(__file__).resolve().parents[1] / "report/reference/h100/graphed"
+REFERENCE = Path(__file__).resolve().parents[1] / "report/reference/h100"
+SLICE = REFERENCE / "graphed"
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +86,15 @@ def test_memory_and_ddp_slice_is_one_commit_and_meets_its_bars():
     fits = render.read(MEMORY_DDP / "comm_fit.csv")
     good = fits[fits["status"] == "ok"]
     assert (good["overhead_us"] >= 0).all() and (good["r2"] >= 0.95).all()
+
+
+def test_launch_check_is_one_commit_and_says_what_its_files_show():
+    check = REFERENCE / "launch-check"
+    rows = [pd.read_csv(f) for f in check.glob("*.csv") if f.name != "comm_fit.csv"]
+    assert {c for frame in rows for c in frame["commit"]} == {"07b0ffcd3ffc"}
+    assert "3 of 3 steps (100%) done" in (check / "snakemake-h100.txt").read_text()
+    nccl = pd.read_csv(check / "nccl-n2.csv").set_index("bytes")["median_ms"]
+    assert nccl[1024] <= nccl[4096] * 1.1  # the global warm-up took the first size's penalty away
+    assert pd.read_csv(check / "comm_fit.csv")["status"].tolist() == ["refused"]
+    jobs = cost.collect(sorted(str(p) for p in check.glob("benchmarks/*/*.tsv")), [2, 1, 1, 1])
+    assert sorted(jobs["study"]) == ["allreduce", "flash", "memory", "precision"] and (jobs["wall_s"] > 0).all()
