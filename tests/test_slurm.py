@@ -103,8 +103,12 @@ def start(root: Path) -> dict:
     raise RuntimeError(f"the Slurm node never became idle: {state}\n{logs}")
 
 
-def stop(root: Path) -> list[str]:
-    """Stop each daemon by the PID it wrote and put /etc/slurm back; the names of any still alive 30 s later."""
+def stop(root: Path, env: dict | None) -> list[str]:
+    """Cancel what is still queued or running, stop each daemon by the PID it wrote and put /etc/slurm
+    back; the names of any daemons still alive 30 s later."""
+    if env is not None:
+        subprocess.run(["scancel", f"--user={os.getuid()}"], env=env, check=False)
+        time.sleep(6)  # KillWait is 5 s
     pids = {}
     for name in DAEMONS:
         pid_file = root / f"{name}.pid"
@@ -141,10 +145,12 @@ def cluster(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("starting slurmd and munged takes root")
     root = tmp_path_factory.mktemp("slurm")
+    env = None
     try:
-        yield {"root": root, "env": start(root)}
+        env = start(root)
+        yield {"root": root, "env": env}
     finally:
-        still_running = stop(root)
+        still_running = stop(root, env)
         assert not still_running, f"daemons still running after SIGTERM: {still_running}"
 
 
@@ -160,8 +166,12 @@ def slurm_jobs(cluster) -> dict[str, dict]:
 
 
 def run(cluster, workdir, *args, check=True):
+    """Snakemake against the test cluster, every process recording itself; status checked every 5 s
+    (the plugin's 40 s suits a busy cluster, not a test that waits on each job)."""
     env = {"SLURM_CONF": cluster["env"]["SLURM_CONF"], **import_recorder(workdir)}
-    return snakemake(workdir, *args, env=env, check=check, timeout=1500)
+    return snakemake(
+        workdir, *args, "--slurm-init-seconds-before-status-checks", "5", env=env, check=check, timeout=1500
+    )
 
 
 def test_the_smoke_grid_runs_through_slurm(cluster, tmp_path):
@@ -197,7 +207,7 @@ def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
     }
     before = set(slurm_jobs(cluster))
     # the GPU profile as it is, on the smoke grid (the studies fall back to the CPU)
-    run(cluster, workdir, "--workflow-profile", "profiles/slurm", "--config", "grid=smoke", *targets)
+    run(cluster, workdir, "--workflow-profile", "profiles/slurm", *targets, "--config", "grid=smoke")
     jobs = [job for job_id, job in slurm_jobs(cluster).items() if job_id not in before]
     assert len(jobs) == len(targets)
     for rule, gpus in targets.values():
