@@ -139,6 +139,7 @@ def test_full_grid_dag(tmp_path):
         "flash_figures": 1,
         "comm_figures": 1,
         "comm_fit": 1,
+        "cost": 1,
         "attention_figures": 1,
         "ddp_figures": 1,
         "memory_figure": 12,
