@@ -1,6 +1,6 @@
 # lmperf: snakemake --cores 1 report/final.md
 #
-# `snakemake --lint` leaves two findings, both on purpose (tests/test_pipeline.py holds it to these):
+# `snakemake --lint` leaves two findings, both on purpose (tests/test_lint.py holds it to these):
 # - "Specify a conda environment or container for each rule": every job runs in the environment
 #   that runs Snakemake (`make env`, or a site's own torch build matched to its GPU driver); a conda
 #   file we cannot test against a real GPU stack would be a promise, not a deployment.

@@ -1,4 +1,5 @@
 import os
+from collections import Counter
 
 # Triton picks its interpreter at import time; without a GPU, its kernels run on the CPU through it.
 if not os.path.exists("/dev/nvidia0"):
@@ -70,23 +71,9 @@ def recorded_processes(workdir: Path) -> list[tuple[str, list[str], list[str]]]:
     return processes
 
 
-def planned_jobs(output: str) -> dict[str, int]:
-    """Rule -> job count from a dry run's "Job stats" table; {} when nothing is to be done."""
-    if "Job stats:" not in output:
-        return {}
-    table = output.split("Job stats:", 1)[1]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
-
-
 def dry_run(workdir, *args) -> dict[str, int]:
-    proc = snakemake(workdir, "-n", "report/final.md", *args)
-    return planned_jobs(proc.stdout + proc.stderr)
+    """Rule -> job count of a dry run of report/final.md; {} when nothing is to be done."""
+    return dict(Counter(job["rule"] for job in dry_run_jobs(workdir, *args)))
 
 
 def dry_run_jobs(workdir, *args) -> list[dict]:

@@ -5,7 +5,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from conftest import ROOT, copy_pipeline, snakemake
+from conftest import ROOT, copy_pipeline, dry_run, snakemake
 
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -55,34 +55,16 @@ def test_snakemake_refuses_a_bad_config_file(tmp_path):
     assert "gigantic" in proc.stdout + proc.stderr
 
 
-def _jobs_per_rule(dry_run_output):
-    """Rule name -> job count, from the table of `snakemake -n --quiet rules`."""
-    rows = (line.split() for line in dry_run_output.splitlines())
-    return {row[0]: row[1] for row in rows if len(row) > 1 and row[1].isdigit()}
-
-
 def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
     """The committed reference grid: the full grid with narrowed world sizes, as a dry run."""
     workdir = copy_pipeline(tmp_path)
-    proc = snakemake(
-        workdir,
-        "-n",
-        "--quiet",
-        "rules",
-        "--configfile",
-        "config.yaml",
-        str(ROOT / "report/reference/h100.yaml"),
-        "--cores",
-        "1",
-        "report/final.md",
-    )
-    counts = _jobs_per_rule(proc.stdout)
-    assert counts["e2e"] == "20"  # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each
-    assert counts["flash_sweep"] == "8"
-    assert counts["allreduce"] == "3"
-    assert counts["ddp_train"] == "2"
-    assert counts["profile"] == "40"  # 5 sizes x 4 contexts x 2 modes (Nsight Systems on the H100)
-    assert counts["memory"] == "12"
+    counts = dry_run(workdir, "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"))
+    assert counts["e2e"] == 20  # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each
+    assert counts["flash_sweep"] == 8
+    assert counts["allreduce"] == 3
+    assert counts["ddp_train"] == 2
+    assert counts["profile"] == 40  # 5 sizes x 4 contexts x 2 modes (Nsight Systems on the H100)
+    assert counts["memory"] == 12
 
 
 def test_profile_exclude_drops_the_targets_its_globs_match(tmp_path):
@@ -96,20 +78,8 @@ def test_profile_exclude_drops_the_targets_its_globs_match(tmp_path):
             }
         )
     )
-    proc = snakemake(
-        workdir,
-        "-n",
-        "--quiet",
-        "rules",
-        "--configfile",
-        "config.yaml",
-        "narrow.yaml",
-        "--cores",
-        "1",
-        "report/final.md",
-    )
-    counts = _jobs_per_rule(proc.stdout)
-    assert counts["profile"] == str(40 - 8 - 4)  # xl's 8 targets, and the other 4 sizes' train step at ctx 1024
+    counts = dry_run(workdir, "--configfile", "config.yaml", "narrow.yaml")
+    assert counts["profile"] == 40 - 8 - 4  # xl's 8 targets, and the other 4 sizes' train step at ctx 1024
 
 
 def test_e2e_exclude_must_be_a_list_of_globs():

@@ -66,7 +66,8 @@ def imported_modules(name, everywhere):
 
     everywhere=False reads only the imports that run on import; True also those inside functions.
     """
-    tree = ast.parse(module_file(name).read_text(), filename=str(module_file(name)))
+    path = module_file(name)
+    tree = ast.parse(path.read_text(), filename=str(path))
     found = set()
     for node in ast.walk(tree) if everywhere else outside_functions(tree):
         if isinstance(node, ast.Import):

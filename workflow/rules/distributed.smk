@@ -3,9 +3,8 @@
 # name), never from Snakemake's resources, which a local run may scale down.
 
 ALLREDUCE = GRID["allreduce"]
-ALLREDUCE_TARGETS = [
-    f"results/allreduce/{backend}-n{n}.csv" for backend in ("gloo", "nccl") for n in ALLREDUCE[f"{backend}_world_sizes"]
-]
+ALLREDUCE_RUNS = [(backend, n) for backend in ("gloo", "nccl") for n in ALLREDUCE[f"{backend}_world_sizes"]]
+ALLREDUCE_TARGETS = [f"results/allreduce/{backend}-n{n}.csv" for backend, n in ALLREDUCE_RUNS]
 
 
 rule allreduce:

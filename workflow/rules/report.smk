@@ -29,16 +29,22 @@ SKIPPED_STUDIES = " ".join(
     f"--skip {study}" for study, targets in (("memory", MEMORY_TARGETS), ("profile", PROFILE_TARGETS)) if not targets
 )
 
-# Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job holds.
+# Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job uses.
+ONE_GPU_TARGETS = (
+    E2E_TARGETS
+    + WARMUP_TARGETS
+    + PRECISION_TARGETS
+    + ["results/flash/leaderboard.csv"]
+    + FLASH_SWEEP_TARGETS
+    + ATTENTION_SWEEP_TARGETS
+    + PROFILE_TARGETS
+    + MEMORY_TARGETS
+)
 BENCHMARK_GPUS = {
     f"benchmarks/{target.removeprefix('results/').removesuffix('.csv')}.tsv": gpus
     for target, gpus in [
-        *[(t, 1) for t in E2E_TARGETS + WARMUP_TARGETS + PRECISION_TARGETS + ["results/flash/leaderboard.csv"]],
-        *[(t, 1) for t in FLASH_SWEEP_TARGETS + ATTENTION_SWEEP_TARGETS + PROFILE_TARGETS + MEMORY_TARGETS],
-        *[
-            (t, allreduce_gpus(*re.fullmatch(r"results/allreduce/(\w+)-n(\d+)\.csv", t).groups()))
-            for t in ALLREDUCE_TARGETS
-        ],
+        *[(t, 1) for t in ONE_GPU_TARGETS],
+        *[(t, allreduce_gpus(*run)) for t, run in zip(ALLREDUCE_TARGETS, ALLREDUCE_RUNS)],
         *[(t, DDP["world_size"]) for t in DDP_TARGETS],
     ]
 }

@@ -49,7 +49,7 @@ def render(jobs: pd.DataFrame) -> str:
         }
     )
     total = (
-        f"{len(jobs)} measuring jobs ran for {num(jobs['wall_s'].sum() / 60)} minutes of wall time and held "
+        f"{len(jobs)} measuring jobs ran for {num(jobs['wall_s'].sum() / 60)} minutes of wall time and used "
         f"{num(jobs['gpu_min'].sum())} GPU-minutes."
     )
     return "\n".join(
@@ -57,9 +57,8 @@ def render(jobs: pd.DataFrame) -> str:
             "## Cost of this run",
             "",
             "Wall time of every measuring job, from Snakemake's `benchmark:` files under `benchmarks/`, and "
-            "GPU-minutes: "
-            "wall time × the GPUs the job uses on a GPU machine (one; one per rank for NCCL all-reduce and DDP; none "
-            "for gloo's CPU ranks). Aggregation, figures and the report run locally and are not counted.",
+            "GPU-minutes: wall time × the GPUs the job uses on a GPU machine (one; one per rank for NCCL all-reduce "
+            "and DDP; none for gloo's CPU ranks). Aggregation, figures and the report run locally and are not counted.",
             "",
             table(rows),
             "",

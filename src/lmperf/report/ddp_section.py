@@ -24,18 +24,9 @@ from lmperf.distributed.bucket_model import predict_exposed
 from lmperf.measure.stats import difference_ci, ratio_ci, resolved, split_ms
 from lmperf.model import TransformerLM, model_config
 from lmperf.report.markdown import num, ok, pct, ratio, table
+from lmperf.studies.ddp import VARIANTS
 
-ORDER = (
-    "local",
-    "naive",
-    "flat",
-    "individual",
-    "bucketed-1",
-    "bucketed-10",
-    "bucketed-100",
-    "bucketed-1000",
-    "torch_ddp",
-)
+ORDER = VARIANTS  # the study's order: local first, the anchor last
 MODELLED = ("naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000")
 BUCKET_GRID_MB = np.geomspace(0.25, 4096, 29)  # where the model looks for its optimum
 
