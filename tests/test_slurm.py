@@ -31,7 +31,8 @@ NODE = socket.gethostname().split(".")[0]
 def slurm_conf(root: Path) -> str:
     """One node that says it has 16 CPUs, 250 GB and two h100 GPUs (config_overrides: slurmd believes
     the file, not the machine), so the GPU profile's requests fit; a gpu and a cpu partition on it.
-    Finished jobs are logged by jobcomp/filetxt (no slurmdbd) and stay in squeue for 10 minutes."""
+    Finished jobs are logged by jobcomp/filetxt (no slurmdbd) and stay in scontrol and squeue for an hour,
+    longer than the smoke grid takes (a job purged sooner has no JobState to check)."""
     return f"""\
 ClusterName=lmperf-test
 SlurmctldHost={NODE}(127.0.0.1)
@@ -54,7 +55,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 MpiDefault=none
 ReturnToService=2
-MinJobAge=600
+MinJobAge=3600
 KillWait=5
 OverTimeLimit=0
 JobCompType=jobcomp/filetxt
