@@ -51,6 +51,20 @@ def test_fit_refuses_a_poor_r2():
     assert fit["status"] == "refused" and "R²" in fit["note"]
 
 
+def test_fit_covers_the_top_decades_and_leaves_latency_jitter_out():
+    # the 2-H200 sweep's shape: o + s/w from 1 MiB up, a flat ~36 µs below with one 71 µs outlier
+    o, w = 30e-6, 300e9
+    times = [o + s / w for s in SIZES]
+    times[2] = 71e-6  # 16 KiB
+    fit = fit_allreduce(sweep(times)).iloc[0]
+    assert (
+        fit["status"] == "ok"
+        and fit["overhead_us"] == pytest.approx(30)
+        and fit["bandwidth_gbps"] == pytest.approx(300)
+    )
+    assert fit["min_bytes"] == 2**20 and fit["max_bytes"] == 2**30 and fit["sizes"] == 6
+
+
 def test_fit_refuses_too_few_sizes():
     assert fit_allreduce(sweep([1e-5, 2e-5])).iloc[0]["status"] == "refused"
 

@@ -1,9 +1,12 @@
 """A cost model of data-parallel gradient synchronization, fitted from the all-reduce sweep.
 
 An all-reduce of b bytes takes o + b / w: a fixed per-call overhead o and an algorithm bandwidth
-w, fitted to the sweep's medians (``fit_allreduce``). The sweep spans six decades of size, so the
-fit minimizes relative error (weights 1/t²), and it is refused, with the reason, where it is not
-physical (o < 0) or does not describe the data (weighted R² < MIN_R2).
+w, fitted to the sweep's medians (``fit_allreduce``). The fit covers the sizes within a factor
+FIT_SPAN (three decades) of the largest: there the smallest sizes pin o and the largest pin w. Further down, an
+all-reduce costs o plus launch and synchronization jitter that no line describes (on 2 H200s a
+16 KiB median of 71 µs sits between 1 KiB and 1 MiB ones of 36 µs). The fit minimizes relative
+error (weights 1/t²), and it is refused, with the reason, where it is not physical (o < 0) or does
+not describe the data (weighted R² < MIN_R2). Each fit states the range it covers.
 
 From (o, w), the exposed communication of each DDP variant (the time it adds to a step beyond
 compute) is predicted at parameter granularity (``predict_exposed``): buckets are formed exactly
@@ -24,7 +27,19 @@ from lmperf.distributed.ddp import make_buckets
 from lmperf.measure.rows import write_csv_atomic
 
 MIN_R2 = 0.95
-FIT_COLUMNS = ["backend", "world_size", "overhead_us", "bandwidth_gbps", "r2", "sizes", "status", "note"]
+FIT_SPAN = 1024  # a 1 GiB sweep is fitted from 1 MiB up: DDP's buckets and the XL model's big tensors
+FIT_COLUMNS = [
+    "backend",
+    "world_size",
+    "overhead_us",
+    "bandwidth_gbps",
+    "r2",
+    "sizes",
+    "min_bytes",
+    "max_bytes",
+    "status",
+    "note",
+]
 
 
 def fit_overhead_bandwidth(nbytes, seconds) -> tuple[float, float, float]:
@@ -41,11 +56,20 @@ def fit_overhead_bandwidth(nbytes, seconds) -> tuple[float, float, float]:
 
 
 def fit_allreduce(allreduce: pd.DataFrame) -> pd.DataFrame:
-    """One fit per (backend, world size) on the median times; status 'ok' or 'refused' with the reason."""
+    """One fit per (backend, world size) on the median times of the sizes within
+    FIT_SPAN of the largest;
+    status 'ok' or 'refused' with the reason."""
     rows = []
     measured = allreduce[allreduce["status"] == "ok"]
     for (backend, world), group in measured.groupby(["backend", "world_size"]):
-        row = {"backend": backend, "world_size": int(world), "sizes": int(group["bytes"].nunique())}
+        group = group[group["bytes"] >= group["bytes"].max() / FIT_SPAN]
+        row = {
+            "backend": backend,
+            "world_size": int(world),
+            "sizes": int(group["bytes"].nunique()),
+            "min_bytes": int(group["bytes"].min()),
+            "max_bytes": int(group["bytes"].max()),
+        }
         if row["sizes"] < 3:
             rows.append(
                 {**row, "status": "refused", "note": f"{row['sizes']} sizes: a line through them proves nothing"}

@@ -66,7 +66,8 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
     out += [
         "### Fit of time = o + bytes / w",
         "",
-        "Per backend and rank count, on the medians, minimizing relative error (the sizes span six decades). A fit is "
+        "Per backend and rank count, on the medians of the three decades of size below the largest (below them "
+        "an all-reduce costs o plus launch jitter that no line describes), minimizing relative error. A fit is "
         "refused where it is not physical (o < 0) or does not describe the sizes (weighted R² < 0.95); "
         "`results/comm_fit.csv`.",
         "",
@@ -76,6 +77,9 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
                     "backend": fits["backend"],
                     "ranks": fits["world_size"],
                     "sizes": fits["sizes"],
+                    "range": [
+                        f"{human_bytes(lo)} – {human_bytes(hi)}" for lo, hi in zip(fits["min_bytes"], fits["max_bytes"])
+                    ],
                     "o (µs)": fits["overhead_us"].map(lambda x: num(x, 1)),
                     "w (GB/s)": fits["bandwidth_gbps"].map(num),
                     "R²": fits["r2"].map(lambda x: num(x, 3)),
