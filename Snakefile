@@ -19,6 +19,7 @@ validate(config, schema="workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/e2e.smk"
+include: "workflow/rules/ladder.smk"
 include: "workflow/rules/precision.smk"
 include: "workflow/rules/flash.smk"
 include: "workflow/rules/profile.smk"
@@ -31,6 +32,7 @@ localrules:
     all,
     aggregate,
     e2e_figures,
+    ladder_figures,
     flash_figures,
     comm_figures,
     attention_figures,

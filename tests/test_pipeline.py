@@ -120,9 +120,10 @@ def test_full_grid_dag(tmp_path):
     # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
     # DDP: 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
-    # profile: 5 sizes x 4 contexts x 2 modes
+    # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts
     assert jobs == {
         "e2e": 20,
+        "ladder": 10,
         "warmup": 40,
         "precision": 3,
         "flash_leaderboard": 1,
@@ -134,8 +135,9 @@ def test_full_grid_dag(tmp_path):
         "ddp_timeline": 1,
         "memory": 12,
         "profile": 40,
-        "aggregate": 10,
+        "aggregate": 11,
         "e2e_figures": 1,
+        "ladder_figures": 1,
         "flash_figures": 1,
         "comm_figures": 1,
         "comm_fit": 1,

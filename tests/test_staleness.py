@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 READERS = {
     "e2e": {"e2e"},
     "e2e.batch_size": {"e2e", "warmup"},  # warm-up runs at the e2e batch size
+    "ladder": {"ladder"},
     "warmup": {"warmup"},
     "flash.leaderboard": {"flash_leaderboard"},
     "flash.sweep": {"flash_sweep"},
@@ -41,6 +42,8 @@ TARGET_KEYS = {
     "e2e.sizes",
     "e2e.precisions",
     "e2e.compile",
+    "ladder.sizes",
+    "ladder.context_lengths",
     "warmup.sizes",
     "warmup.modes",
     "warmup.warmup_steps",
@@ -171,6 +174,7 @@ def _nested(path: tuple, value) -> dict:
 # Each study's module -> the rules that run it.
 STUDY_RULES = {
     "studies/e2e.py": {"e2e", "warmup"},
+    "studies/ladder.py": {"ladder"},
     "studies/precision.py": {"precision"},
     "studies/flash.py": {"flash_leaderboard", "flash_sweep"},
     "studies/attention_sweep.py": {"attention_sweep"},
@@ -194,7 +198,7 @@ def test_editing_the_model_reruns_only_what_depends_on_it(smoke_run, tmp_path):
     run = clone_run(smoke_run, tmp_path)
     touch_source(run / "src/lmperf/model/transformer.py")
     jobs = dry_run(run, "--config", "grid=smoke")
-    for rule in ("e2e", "warmup", "profile", "memory", "ddp_train", "ddp_sharding", "ddp_timeline"):
+    for rule in ("e2e", "ladder", "warmup", "profile", "memory", "ddp_train", "ddp_sharding", "ddp_timeline"):
         assert rule in jobs  # they build the model
     for rule in ("precision", "flash_leaderboard", "flash_sweep", "attention_sweep", "allreduce"):
         assert rule not in jobs  # they do not
@@ -220,9 +224,11 @@ def test_editing_the_triton_kernel_leaves_naive_targets_alone(smoke_run, tmp_pat
     assert dry_run(run, "--config", "grid=smoke") == {
         "flash_leaderboard": 1,
         "flash_sweep": 1,
-        "aggregate": 1,
+        "ladder": 1,  # its flash rungs time the kernel (on a GPU)
+        "aggregate": 2,
         "cost": 1,
         "flash_figures": 1,
+        "ladder_figures": 1,
         "report": 1,
     }
 

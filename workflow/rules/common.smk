@@ -130,7 +130,7 @@ def alternatives(values):
 
 
 wildcard_constraints:
-    size=alternatives(set(E2E["sizes"]) | set(WARMUP["sizes"])),
+    size=alternatives(set(E2E["sizes"]) | set(WARMUP["sizes"]) | set(GRID["ladder"]["sizes"])),
     precision="fp32|bf16",
     compile="eager|compiled",
     mode="forward|forward_backward|train_step",

@@ -11,6 +11,8 @@ AGGREGATES = {
 }
 if PROFILE_TARGETS:  # an empty profile.sizes leaves the study out
     AGGREGATES.update(profile=PROFILE_TARGETS, profile_timing=PROFILE_TIMING_TARGETS)
+if LADDER_TARGETS:  # an empty ladder.sizes leaves the study out
+    AGGREGATES.update(ladder=LADDER_TARGETS)
 if MEMORY_TARGETS:  # an empty memory.context_lengths leaves the study out
     AGGREGATES.update(memory=MEMORY_TARGETS, memory_allocations=MEMORY_ALLOCATION_TARGETS)
 MEMORY_REPORT_INPUTS = (
@@ -22,16 +24,22 @@ MEMORY_REPORT_INPUTS = (
     if MEMORY_TARGETS
     else {}
 )
+LADDER_REPORT_INPUTS = (
+    {"ladder": "results/ladder.csv", "ladder_figure": "report/figures/ladder_waterfall.png"} if LADDER_TARGETS else {}
+)
 PROFILE_REPORT_INPUTS = (
     {"profile": "results/profile.csv", "profile_timing": "results/profile_timing.csv"} if PROFILE_TARGETS else {}
 )
 SKIPPED_STUDIES = " ".join(
-    f"--skip {study}" for study, targets in (("memory", MEMORY_TARGETS), ("profile", PROFILE_TARGETS)) if not targets
+    f"--skip {study}"
+    for study, targets in (("memory", MEMORY_TARGETS), ("profile", PROFILE_TARGETS), ("ladder", LADDER_TARGETS))
+    if not targets
 )
 
 # Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job uses.
 ONE_GPU_TARGETS = (
     E2E_TARGETS
+    + LADDER_TARGETS
     + WARMUP_TARGETS
     + PRECISION_TARGETS
     + ["results/flash/leaderboard.csv"]
@@ -157,6 +165,7 @@ rule report:
     input:
         **MEMORY_REPORT_INPUTS,
         **PROFILE_REPORT_INPUTS,
+        **LADDER_REPORT_INPUTS,
         e2e="results/e2e.csv",
         warmup="results/warmup.csv",
         precision=PRECISION_TARGETS,

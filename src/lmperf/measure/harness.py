@@ -128,9 +128,9 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
         if timings.error is not None:
             results[attention] = {"status": "oom", "note": str(timings.error).splitlines()[0]}
         else:
-            results[attention] = {"status": "ok", "note": "", **_launched_columns(timings, spec.budget, device)}
+            results[attention] = {"status": "ok", "note": "", **launched_columns(timings, spec.budget)}
             use_attention(model, attention)
-            results[attention]["peak_mem_gib"] = _steady_peak_gib(step, device)
+            results[attention]["peak_mem_gib"] = steady_peak_gib(step, device)
     if not spec.graphed:
         return results
 
@@ -145,25 +145,27 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
         if timings.error is not None:
             results[attention]["note"] = f"graph replay: {str(timings.error).splitlines()[0]}"
             continue
-        graphed = summarize_ms(timings.host_s, prefix="graphed_")
-        launched_ms = results[attention]["median_ms"]
-        results[attention].update(
-            graphed_median_ms=graphed["graphed_median_ms"],
-            graphed_ci95_low_ms=graphed["graphed_ci95_low_ms"],
-            graphed_ci95_high_ms=graphed["graphed_ci95_high_ms"],
-            graphed_cv=graphed["graphed_cv"],
-            graphed_n_steps=graphed["graphed_n_steps"],
-            graphed_converged=timings.converged(spec.budget),
-            host_overhead_ms=launched_ms - graphed["graphed_median_ms"],
-            host_bound=bool(launched_ms > (1 + HOST_BOUND) * graphed["graphed_median_ms"]),
-            graphed_step_times_ms=join_ms(timings.host_s),
-        )
+        results[attention].update(graphed_columns(timings, results[attention]["median_ms"], spec.budget))
     del replays
     model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
     return results
 
 
-def _launched_columns(timings: Timings, budget: Budget, device: torch.device) -> dict:
+def graphed_columns(timings: Timings, launched_ms: float, budget: Budget) -> dict:
+    """The graphed_* columns of a replayed step, and how much of the launched median is the host's."""
+    graphed = summarize_ms(timings.host_s, prefix="graphed_")
+    keep = ("median_ms", "ci95_low_ms", "ci95_high_ms", "cv", "n_steps")
+    return {
+        **{f"graphed_{k}": graphed[f"graphed_{k}"] for k in keep},
+        "graphed_converged": timings.converged(budget),
+        "host_overhead_ms": launched_ms - graphed["graphed_median_ms"],
+        "host_bound": bool(launched_ms > (1 + HOST_BOUND) * graphed["graphed_median_ms"]),
+        "graphed_step_times_ms": join_ms(timings.host_s),
+    }
+
+
+def launched_columns(timings: Timings, budget: Budget) -> dict:
+    """The columns of a step launched from Python: median with CI, spread, first call, raw times."""
     return {
         **summarize_ms(timings.host_s),
         "converged": timings.converged(budget),
@@ -174,7 +176,7 @@ def _launched_columns(timings: Timings, budget: Budget, device: torch.device) ->
     }
 
 
-def _steady_peak_gib(step, device: torch.device) -> float:
+def steady_peak_gib(step, device: torch.device) -> float:
     """Peak allocated memory of one more step, well past the first: optimizer state exists (steady state)."""
     if device.type != "cuda":
         return float("nan")

@@ -83,13 +83,18 @@ def _chunks(tensors: list[torch.Tensor], max_bytes: int):
         yield run
 
 
-OPTIMIZERS = ("lmperf", "torch_fused")
+OPTIMIZERS = ("lmperf", "lmperf_fused", "torch_fused")
 
 
 def make_optimizer(name: str, params: Iterable, **kwargs) -> torch.optim.Optimizer:
-    """'lmperf' is the AdamW above; 'torch_fused' is torch.optim.AdamW(fused=True)."""
+    """'lmperf' is the AdamW above; 'lmperf_fused' the same in one Triton pass per parameter
+    (lmperf.model.fused_adamw); 'torch_fused' is torch.optim.AdamW(fused=True)."""
     if name == "lmperf":
         return AdamW(params, **kwargs)
+    if name == "lmperf_fused":
+        from lmperf.model.fused_adamw import FusedAdamW  # imports triton: only when used
+
+        return FusedAdamW(params, **kwargs)
     if name == "torch_fused":
         return torch.optim.AdamW(params, fused=True, **kwargs)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")

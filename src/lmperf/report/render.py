@@ -13,6 +13,7 @@ from lmperf.report import (
     ddp_section,
     e2e_section,
     flash_section,
+    ladder_section,
     memory_section,
     precision_section,
     profile_section,
@@ -75,6 +76,11 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
     ]
     sections = [
         e2e_section.render(e2e, read(results / "warmup.csv")),
+        (
+            not_in_grid("How fast can it train?", "ladder.sizes")
+            if "ladder" in skip
+            else ladder_section.render(read(results / "ladder.csv"))
+        ),
         precision_section.render(
             *(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))
         ),
@@ -108,7 +114,11 @@ def main(argv=None) -> None:
     p.add_argument("--figures", default="report/figures", type=Path)
     p.add_argument("--grid", default="")
     p.add_argument(
-        "--skip", action="append", default=[], choices=["memory", "profile"], help="a study left out of the grid"
+        "--skip",
+        action="append",
+        default=[],
+        choices=["memory", "profile", "ladder"],
+        help="a study left out of the grid",
     )
     only = p.add_mutually_exclusive_group()
     only.add_argument("--timing-only", action="store_true", help="only the e2e, warm-up and profiling sections")
