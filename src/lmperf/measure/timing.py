@@ -217,9 +217,11 @@ def capture_graph(step: Step, device: torch.device, pool=None, warmup_steps: int
     if device.type != "cuda":
         raise GraphUnavailable(f"CUDA graphs need a CUDA device; this run is on {device.type}")
     free_memory(device)  # the graph's pool is private: hand the launched steps' cached blocks back first
-    stream = _capture_streams.setdefault(device, torch.cuda.Stream(device))
-    stream.wait_stream(torch.cuda.current_stream(device))
     try:
+        if device not in _capture_streams:
+            _capture_streams[device] = torch.cuda.Stream(device)
+        stream = _capture_streams[device]
+        stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             for _ in range(warmup_steps):
                 step()

@@ -95,6 +95,8 @@ def make_optimizer(name: str, params: Iterable, **kwargs) -> torch.optim.Optimiz
         from lmperf.model.fused_adamw import FusedAdamW  # imports triton: only when used
 
         return FusedAdamW(params, **kwargs)
-    if name == "torch_fused":
-        return torch.optim.AdamW(params, fused=True, **kwargs)
+    if name == "torch_fused":  # capturable on a GPU: the step count on the device, so a CUDA graph can replay it
+        params = list(params)
+        capturable = all(p.is_cuda for p in params)
+        return torch.optim.AdamW(params, fused=True, capturable=capturable, **kwargs)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")

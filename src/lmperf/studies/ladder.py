@@ -163,6 +163,27 @@ class Ladder:
             return float(cross_entropy(self.model(self.tokens), self.targets))
 
 
+def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, float]:
+    """Each AdamW's step alone, replayed as a CUDA graph (do_bench median, ms): its GPU time without the
+    host's launch gaps, the number to hold against the 28 B/param bound."""
+    import triton.testing
+
+    for p in ladder.model.parameters():
+        p.grad = torch.ones_like(p)
+    times = {}
+    for name, optimizer in ladder.optimizers.items():
+        try:
+            replay = capture_graph(optimizer.step, device)
+        except GraphUnavailable as reason:
+            print(f"optimizer {name}: {reason}", flush=True)
+            continue
+        times[name] = triton.testing.do_bench(replay, warmup=25, rep=200)
+        del replay
+    ladder.model.zero_grad(set_to_none=True)
+    free_memory(device)
+    return times
+
+
 def run_ladder(
     size: str,
     context_length: int,
@@ -214,6 +235,7 @@ def run_ladder(
     for name, timings in launched.items():
         if timings.error is not None:
             rows[name].update(status="oom", note=str(timings.error).splitlines()[0])
+            print(f"{name:>18} oom", flush=True)
             continue
         rows[name].update(launched_columns(timings, budget))
         clock = ladder.clocks[name]
@@ -225,6 +247,19 @@ def run_ladder(
             rows[name][column] = 1e3 * statistics.median(clock.seconds(phase, last=len(timings.host_s)))
         ladder.before(name)
         rows[name]["peak_mem_gib"] = steady_peak_gib(ladder.step(next(r for r in live if r.name == name)), device)
+        print(
+            f"{name:>18} launched {rows[name]['median_ms']:9.2f} ms  peak {rows[name]['peak_mem_gib']:.1f} GiB",
+            flush=True,
+        )
+
+    ladder.model.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        for name, ms in optimizer_graphed_ms(ladder, device).items():
+            for r in live:
+                if r.optimizer == name:
+                    rows[r.name].update(
+                        optimizer_graphed_ms=ms, optimizer_graphed_gbps=ADAMW_BYTES_PER_PARAM * params / ms / 1e6
+                    )
 
     replays, pool = {}, graph_pool(device)
     for r in live:
@@ -235,6 +270,7 @@ def run_ladder(
             replays[r.name] = capture_graph(ladder.step(r), device, pool)
         except GraphUnavailable as reason:
             rows[r.name].update(note=str(reason), **({"status": "skipped"} if r.graphed else {}))
+            print(f"{r.name:>18} {reason}", flush=True)
     for name, timings in measure(replays, device, 1, budget).items():
         if timings.error is not None:
             rows[name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
@@ -243,6 +279,7 @@ def run_ladder(
         if rung.graphed:  # the rung is its replay: launched and graphed are one measurement
             rows[name].update(launched_columns(timings, budget))
         rows[name].update(graphed_columns(timings, rows[name]["median_ms"], budget))
+        print(f"{name:>18} graphed  {rows[name]['graphed_median_ms']:9.2f} ms", flush=True)
 
     if check_steps:
         ladder.reset()
