@@ -142,7 +142,7 @@ def optimizer_sentences(ran: pd.DataFrame) -> list[str]:
         elif row.get("optimizer_ms", float("nan")) == row.get("optimizer_ms", float("nan")):
             out.append(
                 f"- `{optimizer}` AdamW in rung `{row['rung']}` (launched): {num(row['optimizer_ms'], 1)} ms, "
-                f"{num(row['optimizer_gbps'], 0)} GB/s at {ADAMW_BYTES_PER_PARAM} B/param."
+                f"{num(row.get('optimizer_gbps'), 0)} GB/s at {ADAMW_BYTES_PER_PARAM} B/param."
             )
     return out
 
