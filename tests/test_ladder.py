@@ -106,7 +106,7 @@ def test_section_claims_a_win_only_where_its_ci_says_so():
         "Largest single gain: `bf16` over `baseline`, 2.00×" in text
         and "not resolved" not in text.split("Largest")[1].split("\n")[0]
     )
-    assert "`cuda_graph` over the torch stack (`torch_stack`): 1.10×" in text
+    assert "`cuda_graph` over the torch stack (`torch_stack`, launched): 1.10×" in text
     noisy = ladder_section.render(_point({"baseline": [100.0, 60, 140, 100], "bf16": [90.0, 130, 50, 95]}))
     assert "not resolved" in noisy
 
