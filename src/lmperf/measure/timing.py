@@ -126,7 +126,7 @@ def measure(
             with profiled_range("measured step" if measured else "warmup step"):
                 host, event = time_once(live[name], device)
         except torch.OutOfMemoryError as error:
-            timings[name].error = error
+            timings[name].error = error.with_traceback(None)  # its frames would keep the step's tensors alive
             del live[name]
             free_memory(device)
             return

@@ -168,9 +168,15 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
     host's launch gaps, the number to hold against the 28 B/param bound."""
     import triton.testing
 
-    for p in ladder.model.parameters():
-        p.grad = torch.ones_like(p)
     times = {}
+    try:
+        for p in ladder.model.parameters():
+            p.grad = torch.ones_like(p)
+    except torch.OutOfMemoryError as error:
+        print(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}", flush=True)
+        ladder.model.zero_grad(set_to_none=True)
+        free_memory(device)
+        return times
     for name, optimizer in ladder.optimizers.items():
         try:
             replay = capture_graph(optimizer.step, device)
@@ -223,7 +229,8 @@ def run_ladder(
             rows[r.name].update(status="oom", note=f"model construction: {str(error).splitlines()[0]}")
         return list(rows.values())
     params = count_parameters(ladder.model)
-    print(f"built {size} ({params:,} parameters) on {device}", flush=True)
+    resident = torch.cuda.memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
+    print(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state", flush=True)
 
     launched = measure(
         {r.name: ladder.step(r, timed_phases=True) for r in live if not r.graphed},
