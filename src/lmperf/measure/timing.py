@@ -205,7 +205,9 @@ class GraphUnavailable(Exception):
 _capture_streams: dict[torch.device, torch.cuda.Stream] = {}
 
 
-def capture_graph(step: Step, device: torch.device, pool=None, warmup_steps: int = 1) -> Step:
+def capture_graph(
+    step: Step, device: torch.device, pool=None, warmup_steps: int = 1, after_warmup: Callable[[], None] | None = None
+) -> Step:
     """Capture ``step`` as a CUDA graph and return its replay.
 
     The step is warmed up on the capture stream first (lazy per-stream state such as cuBLAS
@@ -213,6 +215,8 @@ def capture_graph(step: Step, device: torch.device, pool=None, warmup_steps: int
     step reads must stay at fixed addresses (model, batch, optimizer state), and its host-side
     state must not change between calls (a capturable optimizer keeps its step count on the
     device). ``pool`` lets several graphs share one memory pool when they never run concurrently.
+    ``after_warmup`` runs between warm-up and capture, e.g. to free the warm-up's gradients, whose
+    memory the graph's private pool could not reuse.
     """
     if device.type != "cuda":
         raise GraphUnavailable(f"CUDA graphs need a CUDA device; this run is on {device.type}")
@@ -226,6 +230,8 @@ def capture_graph(step: Step, device: torch.device, pool=None, warmup_steps: int
             for _ in range(warmup_steps):
                 step()
         torch.cuda.current_stream(device).wait_stream(stream)
+        if after_warmup is not None:
+            after_warmup()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool, stream=stream):
             step()

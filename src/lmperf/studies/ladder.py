@@ -3,8 +3,9 @@
 Each rung of ``RUNGS`` adds one technique to the rung before it; two more are measured beside the
 ladder: torch's fused AdamW in place of ours, and the "torch stack" a user gets without lmperf
 (whole-model torch.compile, SDPA, torch's fused AdamW), the anchor. All rungs of one (size,
-context) point run in one process, on one model, interleaved A B C ... (``lmperf.measure.timing``),
-launched and as a replayed CUDA graph, with the e2e harness's statistics.
+context) point run in one process, on one model, launched interleaved A B C ...
+(``lmperf.measure.timing``), then each replayed as a CUDA graph, one rung at a time (graphs of
+two 2.7B steps do not fit beside each other), with the e2e harness's statistics.
 
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
 ``torch.compiler.set_stance("force_eager")``; the torch stack calls a whole-model compile of the
@@ -32,7 +33,6 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.rows import write_rows
-from lmperf.measure.timing import graph_pool
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
 
@@ -143,6 +143,11 @@ class Ladder:
                 inner()
 
         return step
+
+    def drop_grads(self) -> None:
+        """Gradients to None and cached blocks back to the device: a graph's private pool cannot reuse them."""
+        self.model.zero_grad(set_to_none=True)
+        free_memory(self.device)
 
     def before(self, name: str) -> None:
         use_attention(self.model, next(r for r in self.rungs if r.name == name).attention)
@@ -268,38 +273,51 @@ def run_ladder(
                         optimizer_graphed_ms=ms, optimizer_graphed_gbps=ADAMW_BYTES_PER_PARAM * params / ms / 1e6
                     )
 
-    replays, pool = {}, graph_pool(device)
+    if check_steps:
+        ladder.reset()
+        initial_loss = ladder.loss()
+
+    def check(rung: Rung, step) -> None:
+        """Train ``check_steps`` steps of ``step`` from the initial weights; record the loss after."""
+        if not check_steps:
+            return
+        ladder.reset()
+        ladder.before(rung.name)
+        try:
+            for _ in range(check_steps):
+                step()
+        except torch.OutOfMemoryError as error:
+            rows[rung.name]["note"] = f"loss check: {str(error).splitlines()[0]}"
+            return
+        rows[rung.name].update(check_steps=check_steps, initial_loss=initial_loss, loss_after_check=ladder.loss())
+
+    # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other.
     for r in live:
         if rows[r.name]["status"] != "ok" or not (r.graphed or device.type == "cuda"):
             continue
         ladder.before(r.name)
         try:
-            replays[r.name] = capture_graph(ladder.step(r), device, pool)
+            replay = capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
         except GraphUnavailable as reason:
-            rows[r.name].update(note=str(reason), **({"status": "skipped"} if r.graphed else {}))
+            rows[r.name].update(
+                note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
+            )
             print(f"{r.name:>18} {reason}", flush=True)
-    for name, timings in measure(replays, device, 1, budget).items():
-        if timings.error is not None:
-            rows[name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
             continue
-        rung = next(r for r in live if r.name == name)
-        if rung.graphed:  # the rung is its replay: launched and graphed are one measurement
-            rows[name].update(launched_columns(timings, budget))
-        rows[name].update(graphed_columns(timings, rows[name]["median_ms"], budget))
-        print(f"{name:>18} graphed  {rows[name]['graphed_median_ms']:9.2f} ms", flush=True)
-
-    if check_steps:
-        ladder.reset()
-        initial_loss = ladder.loss()
-        for r in live:
-            if rows[r.name]["status"] != "ok":
-                continue
-            ladder.reset()
-            ladder.before(r.name)
-            step = replays.get(r.name) if r.graphed else ladder.step(r)
-            for _ in range(check_steps):
-                step()
-            rows[r.name].update(check_steps=check_steps, initial_loss=initial_loss, loss_after_check=ladder.loss())
+        timings = measure({r.name: replay}, device, 1, budget)[r.name]
+        if timings.error is not None:
+            rows[r.name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
+        else:
+            if r.graphed:  # the rung is its replay: launched and graphed are one measurement
+                rows[r.name].update(launched_columns(timings, budget))
+                check(r, replay)
+            rows[r.name].update(graphed_columns(timings, rows[r.name]["median_ms"], budget))
+            print(f"{r.name:>18} graphed  {rows[r.name]['graphed_median_ms']:9.2f} ms", flush=True)
+        del replay
+        ladder.drop_grads()
+    for r in live:
+        if rows[r.name]["status"] == "ok" and not r.graphed:
+            check(r, ladder.step(r))
 
     peak = peak_tflops(env["device_name"], "bf16")
     cfg = ladder.model.cfg
@@ -308,8 +326,6 @@ def run_ladder(
         row.update(params=params, **rates)
         if row["status"] == "ok":
             row.update(rates_of(row, flops, peak, batch_size * context_length, params))
-    del replays, ladder
-    free_memory(device)
     return list(rows.values())
 
 
