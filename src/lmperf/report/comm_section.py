@@ -66,8 +66,9 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
     out += [
         "### Fit of time = o + bytes / w",
         "",
-        "Per backend and rank count, on the medians of the three decades of size below the largest (below them "
-        "an all-reduce costs o plus launch jitter that no line describes), minimizing relative error. A fit is "
+        "Per backend and rank count, on the medians of the sizes in its range: the three decades below the largest "
+        "(below them an all-reduce costs o plus launch jitter that no line describes; a range of — marks a fit made "
+        "before ranges were recorded, over every size), minimizing relative error. A fit is "
         "refused where it is not physical (o < 0) or does not describe the sizes (weighted R² < 0.95); "
         "`results/comm_fit.csv`.",
         "",
@@ -77,8 +78,11 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
                     "backend": fits["backend"],
                     "ranks": fits["world_size"],
                     "sizes": fits["sizes"],
-                    "range": [
-                        f"{human_bytes(lo)} – {human_bytes(hi)}" for lo, hi in zip(fits["min_bytes"], fits["max_bytes"])
+                    "range": [  # fits made before the range was recorded have none
+                        f"{human_bytes(lo)} – {human_bytes(hi)}" if lo == lo else "—"
+                        for lo, hi in zip(
+                            *(fits.get(c, pd.Series(float("nan"), fits.index)) for c in ("min_bytes", "max_bytes"))
+                        )
                     ],
                     "o (µs)": fits["overhead_us"].map(lambda x: num(x, 1)),
                     "w (GB/s)": fits["bandwidth_gbps"].map(num),
