@@ -86,3 +86,14 @@ def test_every_attention_variant_is_graphed(compiled):
         assert row["status"] == "ok", row
         assert row["graphed_median_ms"] > 0, row["note"]
         assert row["graphed_median_ms"] <= row["median_ms"] * 1.05, row
+
+
+def test_fused_adamw_writes_the_masters_rounding_to_nearest():
+    """On a GPU the bf16 weight is exactly the fp32 master rounded to nearest even, as torch rounds it."""
+    torch.manual_seed(0)
+    weight = torch.randn(4096, 1024, device=CUDA).bfloat16().requires_grad_()
+    optimizer = make_optimizer("lmperf_fused", [weight], lr=1e-2)
+    for _ in range(3):
+        weight.grad = torch.randn_like(weight)
+        optimizer.step()
+    assert torch.equal(weight, optimizer.state[weight]["master"].bfloat16())

@@ -135,7 +135,7 @@ def test_full_grid_dag(tmp_path):
         "ddp_timeline": 1,
         "memory": 12,
         "profile": 40,
-        "aggregate": 11,
+        "aggregate": 12,
         "e2e_figures": 1,
         "ladder_figures": 1,
         "flash_figures": 1,

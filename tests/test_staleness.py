@@ -225,7 +225,7 @@ def test_editing_the_triton_kernel_leaves_naive_targets_alone(smoke_run, tmp_pat
         "flash_leaderboard": 1,
         "flash_sweep": 1,
         "ladder": 1,  # its flash rungs time the kernel (on a GPU)
-        "aggregate": 2,
+        "aggregate": 3,  # flash_sweep, ladder and ladder_kernels
         "cost": 1,
         "flash_figures": 1,
         "ladder_figures": 1,

@@ -3,6 +3,7 @@
 
 LADDER = GRID["ladder"]
 LADDER_TARGETS = expand("results/ladder/{size}/ctx{ctx}.csv", size=LADDER["sizes"], ctx=LADDER["context_lengths"])
+LADDER_KERNEL_TARGETS = [t.replace(".csv", "-kernels.csv") for t in LADDER_TARGETS]
 
 
 rule ladder:
@@ -13,7 +14,8 @@ rule ladder:
             *attention_modules(["naive", "flash_triton", "sdpa"]),
         ),
     output:
-        "results/ladder/{size}/ctx{ctx}.csv",
+        rungs="results/ladder/{size}/ctx{ctx}.csv",
+        kernels="results/ladder/{size}/ctx{ctx}-kernels.csv",
     log:
         "logs/ladder/{size}/ctx{ctx}.log",
     benchmark:
@@ -34,7 +36,7 @@ rule ladder:
         " --batch-size {params.batch_size} --warmup-steps {params.warmup_steps}"
         " --measured-steps {params.measured_steps} --ci-halfwidth {params.ci_halfwidth}"
         " --max-seconds {params.max_seconds} --check-steps {params.check_steps}"
-        " --out {output} > {log} 2>&1"
+        " --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"
 
 
 rule ladder_figures:

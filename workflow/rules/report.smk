@@ -12,7 +12,7 @@ AGGREGATES = {
 if PROFILE_TARGETS:  # an empty profile.sizes leaves the study out
     AGGREGATES.update(profile=PROFILE_TARGETS, profile_timing=PROFILE_TIMING_TARGETS)
 if LADDER_TARGETS:  # an empty ladder.sizes leaves the study out
-    AGGREGATES.update(ladder=LADDER_TARGETS)
+    AGGREGATES.update(ladder=LADDER_TARGETS, ladder_kernels=LADDER_KERNEL_TARGETS)
 if MEMORY_TARGETS:  # an empty memory.context_lengths leaves the study out
     AGGREGATES.update(memory=MEMORY_TARGETS, memory_allocations=MEMORY_ALLOCATION_TARGETS)
 MEMORY_REPORT_INPUTS = (
@@ -25,7 +25,13 @@ MEMORY_REPORT_INPUTS = (
     else {}
 )
 LADDER_REPORT_INPUTS = (
-    {"ladder": "results/ladder.csv", "ladder_figure": "report/figures/ladder_waterfall.png"} if LADDER_TARGETS else {}
+    {
+        "ladder": "results/ladder.csv",
+        "ladder_kernels": "results/ladder_kernels.csv",
+        "ladder_figure": "report/figures/ladder_waterfall.png",
+    }
+    if LADDER_TARGETS
+    else {}
 )
 PROFILE_REPORT_INPUTS = (
     {"profile": "results/profile.csv", "profile_timing": "results/profile_timing.csv"} if PROFILE_TARGETS else {}

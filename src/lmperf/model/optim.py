@@ -36,13 +36,17 @@ class AdamW(torch.optim.Optimizer):
             params = [p for p in group["params"] if p.grad is not None]
             for p in params:
                 if not self.state[p]:
-                    t = torch.zeros((), device=p.device, dtype=torch.promote_types(p.dtype, torch.float32))
-                    self.state[p].update(t=t, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                    self.state[p].update(self.new_state(p))
             for chunk in _chunks(params, self.CHUNK_BYTES):
                 self._update(chunk, group)
         return loss
 
     CHUNK_BYTES = 512 * 2**20
+
+    def new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A parameter's state before its first step: step count t (on its device), m and v."""
+        t = torch.zeros((), device=p.device, dtype=torch.promote_types(p.dtype, torch.float32))
+        return dict(t=t, m=torch.zeros_like(p), v=torch.zeros_like(p))
 
     def _update(self, params: list[torch.Tensor], group: dict) -> None:
         lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]

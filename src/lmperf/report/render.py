@@ -79,7 +79,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
         (
             not_in_grid("How fast can it train?", "ladder.sizes")
             if "ladder" in skip
-            else ladder_section.render(read(results / "ladder.csv"))
+            else ladder_section.render(read(results / "ladder.csv"), read(results / "ladder_kernels.csv"))
         ),
         precision_section.render(
             *(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))

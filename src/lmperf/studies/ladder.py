@@ -9,15 +9,18 @@ two 2.7B steps do not fit beside each other), with the e2e harness's statistics.
 
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
 ``torch.compiler.set_stance("force_eager")``; the torch stack calls a whole-model compile of the
-same modules. The three AdamWs share one set of state tensors (t, m, v): three copies would not fit
-beside a 2.7B model on 80 GB.
+same modules. The AdamWs share one set of state tensors (t, m, v): copies would not fit beside a
+2.7B model on 80 GB. The bf16-weights rung swaps bf16 copies of the Linear weights into the model;
+its AdamW holds the fp32 weights as its masters.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
 forward, backward and optimizer (CUDA events), the optimizer's GB/s against its 28 B/param bound at
 the HBM bandwidth measured in this process, and peak memory. ``--check-steps N`` proves the rungs
-compute the same thing: from the same initial weights and batch, each rung trains N steps, then one
-fp32 eager forward gives its loss (``initial_loss`` beside it shows that training moved it).
+compute the same thing: from the same initial weights and batch, each rung trains N steps at
+learning rate ``check_lr``, then one fp32 eager forward gives its loss (``initial_loss`` beside it shows
+that training moved it). Every AdamW is built with that rate: a graph bakes it in, and it does not
+change what a step costs.
 
     python -m lmperf.studies.ladder --size small --context-length 512 --out results/ladder/small/ctx512.csv
 """
@@ -26,14 +29,17 @@ import argparse
 import statistics
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 
 from lmperf.measure import Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure, resolve_device
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
+from lmperf.measure.kernels import categorize
 from lmperf.measure.rows import write_rows
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
+from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
 
 
@@ -46,6 +52,7 @@ class Rung:
     attention: str = "flash_triton"
     optimizer: str = "lmperf_fused"
     graphed: bool = False  # the whole step replayed as a CUDA graph
+    weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
     on_ladder: bool = True  # False: measured beside the ladder
 
     @property
@@ -63,6 +70,7 @@ RUNGS = (
     Rung("flash", "+ our FlashAttention (Triton)", optimizer="lmperf"),
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
+    Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
         "torch_stack",
@@ -77,18 +85,31 @@ RUNGS = (
 PHASES = {"forward": "forward_ms", "backward": "backward_ms", "optimizer step": "optimizer_ms"}  # make_step's names
 
 
+def check_lr(d_model: int) -> float:
+    """The loss check's learning rate: 0.032 / d_model (1e-3 for nano, 1.25e-5 for 2.7B).
+
+    Adam moves every weight by about lr a step, so a layer's output by about lr × fan-in: this keeps
+    that near 3% of its scale at every size. At 1e-3 a 2.7B model's 20 steps on one batch are chaotic:
+    two AdamWs that differ only in rounding ended 0.44 apart in loss (H100, commit b71167951f1d).
+    """
+    return 0.032 / d_model
+
+
 def share_state(source: torch.optim.Optimizer, target: torch.optim.Optimizer) -> None:
-    """Make ``target`` update ``source``'s AdamW state tensors (created now if need be)."""
-    for group in source.param_groups:
-        for p in group["params"]:
+    """Make ``target`` update ``source``'s AdamW state tensors (created now if need be).
+
+    The two hold the same parameters in the same order; where target's is a bf16 copy of source's
+    fp32 parameter, that fp32 parameter becomes target's master weights.
+    """
+    for group, other in zip(source.param_groups, target.param_groups, strict=True):
+        for p, q in zip(group["params"], other["params"], strict=True):
             if not source.state[p]:
-                t = torch.zeros((), device=p.device, dtype=torch.float32)
-                source.state[p].update(t=t, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                source.state[p].update(source.new_state(p))
             s = source.state[p]
             if isinstance(target, torch.optim.AdamW):
-                target.state[p] = {"step": s["t"], "exp_avg": s["m"], "exp_avg_sq": s["v"]}
+                target.state[q] = {"step": s["t"], "exp_avg": s["m"], "exp_avg_sq": s["v"]}
             else:
-                target.state[p] = s
+                target.state[q] = s if q is p else {**s, "master": p.detach()}
 
 
 def device_rates(device: torch.device) -> dict:
@@ -114,25 +135,59 @@ def _bench_ms(function, shapes, dtype, device) -> float:
 class Ladder:
     """One model, its compiled forms and optimizers, and one train step per rung."""
 
+    OWNER = ("lmperf", "fp32")  # lmperf's AdamW on the fp32 weights owns the shared state
+
     def __init__(self, size: str, context_length: int, batch_size: int, device: torch.device, rungs=RUNGS):
-        self.device, self.rungs = device, rungs
+        self.device, self.rungs = device, {r.name: r for r in rungs}
         self.model = build_model(size, context_length, device)
+        self.lr = check_lr(self.model.cfg.d_model)
         self.initial = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         compile_blocks(self.model)
         self.whole = torch.compile(self.model, dynamic=False)
-        names = {"lmperf"} | {r.optimizer for r in rungs}  # lmperf's AdamW owns the shared state
-        self.optimizers = {n: make_optimizer(n, self.model.parameters()) for n in sorted(names)}
-        for name, optimizer in self.optimizers.items():
-            if name != "lmperf":
-                share_state(self.optimizers["lmperf"], optimizer)
+        self.linears = [m for m in self.model.modules() if isinstance(m, Linear)]
+        self.weights = {"fp32": [m.weight for m in self.linears]}
+        self.optimizers = {self.OWNER: make_optimizer("lmperf", self.model.parameters(), lr=self.lr)}
+        for r in rungs:
+            if r.weights == "fp32":
+                self.optimizer(r.optimizer, r.weights)
         self.tokens, self.targets = random_batch(self.model.cfg.vocab_size, batch_size, context_length, device)
         self.clocks = {r.name: PhaseClock(device) for r in rungs}
+
+    def use_weights(self, dtype: str) -> None:
+        """Point every Linear at its fp32 weight or at its bf16 copy; drop the other set's gradients.
+
+        The bf16 copies are made on first use and kept until ``drop_bf16``: only while a bf16 rung runs,
+        as the most memory-hungry rung of a 2.7B model has no room for them.
+        """
+        if dtype not in self.weights:
+            self.weights[dtype] = [torch.nn.Parameter(w.detach().to(torch.bfloat16)) for w in self.weights["fp32"]]
+        for linear, weight in zip(self.linears, self.weights[dtype], strict=True):
+            linear.weight = weight
+        for other, weights in self.weights.items():
+            if other != dtype:
+                for weight in weights:
+                    weight.grad = None
+
+    def optimizer(self, name: str, weights: str) -> torch.optim.Optimizer:
+        """AdamW ``name`` over the model with ``weights``, on the shared state (made on first use)."""
+        if (name, weights) not in self.optimizers:
+            self.use_weights(weights)
+            self.optimizers[name, weights] = make_optimizer(name, self.model.parameters(), lr=self.lr)
+            share_state(self.optimizers[self.OWNER], self.optimizers[name, weights])
+        return self.optimizers[name, weights]
+
+    def drop_bf16(self) -> None:
+        """Free the bf16 weight copies and the AdamW that updates them (no graph may still use them)."""
+        self.use_weights("fp32")
+        self.weights.pop("bf16", None)
+        self.optimizers = {key: o for key, o in self.optimizers.items() if key[1] == "fp32"}
+        free_memory(self.device)
 
     def step(self, rung: Rung, timed_phases: bool = False):
         """The rung's train step; ``timed_phases`` records forward, backward and optimizer times."""
         model = self.whole if rung.compile == "model" else self.model
         kwargs = {"phase": self.clocks[rung.name]} if timed_phases else {}
-        optimizer = self.optimizers[rung.optimizer]
+        optimizer = self.optimizer(rung.optimizer, rung.weights)
         inner = make_step(
             "train_step", model, optimizer, self.tokens, self.targets, rung.precision, self.device, **kwargs
         )
@@ -150,20 +205,27 @@ class Ladder:
         free_memory(self.device)
 
     def before(self, name: str) -> None:
-        use_attention(self.model, next(r for r in self.rungs if r.name == name).attention)
+        """Set the shared model up for rung ``name``: its attention and its weights."""
+        use_attention(self.model, self.rungs[name].attention)
+        self.use_weights(self.rungs[name].weights)
 
     def reset(self) -> None:
         """Back to the initial weights and an empty AdamW state, in place (graphs keep their addresses)."""
+        self.use_weights("fp32")
         with torch.no_grad():
             for key, value in self.model.state_dict().items():
                 value.copy_(self.initial[key])
-            for s in self.optimizers["lmperf"].state.values():
+            for fp32, bf16 in zip(*self.weights.values()) if "bf16" in self.weights else ():
+                bf16.copy_(fp32)
+            for s in self.optimizers[self.OWNER].state.values():
                 for tensor in s.values():
                     tensor.zero_()
 
     def loss(self) -> float:
-        """One fp32 eager forward with naive attention: the same yardstick for every rung."""
+        """One fp32 eager forward with naive attention on the fp32 weights (the masters): the same
+        yardstick for every rung."""
         use_attention(self.model, "naive")
+        self.use_weights("fp32")
         with torch.no_grad(), torch.compiler.set_stance("force_eager"):
             return float(cross_entropy(self.model(self.tokens), self.targets))
 
@@ -174,24 +236,33 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
     import triton.testing
 
     times = {}
+    for r in ladder.rungs.values():
+        ladder.optimizer(r.optimizer, r.weights)
+    ladder.use_weights("fp32")
+    params = {id(p): p for o in ladder.optimizers.values() for g in o.param_groups for p in g["params"]}.values()
+
+    def drop_grads():
+        for p in params:
+            p.grad = None
+        free_memory(device)
+
     try:
-        for p in ladder.model.parameters():
+        for p in params:
             p.grad = torch.ones_like(p)
     except torch.OutOfMemoryError as error:
         print(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}", flush=True)
-        ladder.model.zero_grad(set_to_none=True)
-        free_memory(device)
+        drop_grads()
         return times
-    for name, optimizer in ladder.optimizers.items():
+    for key, optimizer in ladder.optimizers.items():
         try:
             replay = capture_graph(optimizer.step, device)
         except GraphUnavailable as reason:
-            print(f"optimizer {name}: {reason}", flush=True)
+            print(f"optimizer {key}: {reason}", flush=True)
             continue
-        times[name] = triton.testing.do_bench(replay, warmup=25, rep=200)
+        times[key] = triton.testing.do_bench(replay, warmup=25, rep=200)
         del replay
-    ladder.model.zero_grad(set_to_none=True)
-    free_memory(device)
+    drop_grads()
+    ladder.drop_bf16()
     return times
 
 
@@ -204,8 +275,10 @@ def run_ladder(
     budget: Budget,
     check_steps: int = 0,
     rungs=RUNGS,
+    kernels_out: str | None = None,
 ) -> list[dict]:
-    """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note)."""
+    """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note). ``kernels_out``: also
+    write each rung's GPU time per kernel there (``kernel_profile``)."""
     env = fingerprint(device)
     base = {"study": "ladder", "size": size, "context_length": context_length, "batch_size": batch_size, **env}
     rows = {
@@ -220,6 +293,7 @@ def run_ladder(
             "attention": r.attention,
             "optimizer": r.optimizer,
             "graphed": r.graphed,
+            "weights": r.weights,
             "status": "skipped" if device.type != "cuda" and r.gpu_only else "ok",
             "note": r.gpu_only if device.type != "cuda" else "",
         }
@@ -258,7 +332,7 @@ def run_ladder(
         ):
             rows[name][column] = 1e3 * statistics.median(clock.seconds(phase, last=len(timings.host_s)))
         ladder.before(name)
-        rows[name]["peak_mem_gib"] = steady_peak_gib(ladder.step(next(r for r in live if r.name == name)), device)
+        rows[name]["peak_mem_gib"] = steady_peak_gib(ladder.step(ladder.rungs[name]), device)
         print(
             f"{name:>18} launched {rows[name]['median_ms']:9.2f} ms  peak {rows[name]['peak_mem_gib']:.1f} GiB",
             flush=True,
@@ -266,9 +340,9 @@ def run_ladder(
 
     ladder.model.zero_grad(set_to_none=True)
     if device.type == "cuda":
-        for name, ms in optimizer_graphed_ms(ladder, device).items():
+        for key, ms in optimizer_graphed_ms(ladder, device).items():
             for r in live:
-                if r.optimizer == name:
+                if (r.optimizer, r.weights) == key:
                     rows[r.name].update(
                         optimizer_graphed_ms=ms, optimizer_graphed_gbps=ADAMW_BYTES_PER_PARAM * params / ms / 1e6
                     )
@@ -289,7 +363,9 @@ def run_ladder(
         except torch.OutOfMemoryError as error:
             rows[rung.name]["note"] = f"loss check: {str(error).splitlines()[0]}"
             return
-        rows[rung.name].update(check_steps=check_steps, initial_loss=initial_loss, loss_after_check=ladder.loss())
+        rows[rung.name].update(
+            check_steps=check_steps, check_lr=ladder.lr, initial_loss=initial_loss, loss_after_check=ladder.loss()
+        )
 
     # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other.
     for r in live:
@@ -303,6 +379,7 @@ def run_ladder(
                 note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
             )
             print(f"{r.name:>18} {reason}", flush=True)
+            ladder.drop_bf16()
             continue
         timings = measure({r.name: replay}, device, 1, budget)[r.name]
         if timings.error is not None:
@@ -315,9 +392,20 @@ def run_ladder(
             print(f"{r.name:>18} graphed  {rows[r.name]['graphed_median_ms']:9.2f} ms", flush=True)
         del replay
         ladder.drop_grads()
+        ladder.drop_bf16()
     for r in live:
         if rows[r.name]["status"] == "ok" and not r.graphed:
             check(r, ladder.step(r))
+
+    if kernels_out:
+        ran = [r for r in rungs if rows[r.name]["status"] == "ok"]
+        if device.type == "cuda":
+            kernels = pd.concat([kernel_profile(ladder, r) for r in ran])
+        else:
+            kernels = pd.DataFrame(
+                {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
+            )
+        write_rows(kernels.assign(**base).to_dict("records"), kernels_out)
 
     peak = peak_tflops(env["device_name"], "bf16")
     cfg = ladder.model.cfg
@@ -327,6 +415,42 @@ def run_ladder(
         if row["status"] == "ok":
             row.update(rates_of(row, flops, peak, batch_size * context_length, params))
     return list(rows.values())
+
+
+def kernel_profile(ladder: Ladder, rung: Rung, steps: int = 3) -> pd.DataFrame:
+    """GPU time per kernel of ``rung``'s step, launched (a graphed rung runs the same kernels), under
+    torch.profiler: what the compiler leaves on the table, by name and category."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ladder.before(rung.name)
+    step = ladder.step(rung)
+    try:
+        step()
+        torch.cuda.synchronize(ladder.device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize(ladder.device)
+    except torch.OutOfMemoryError as error:
+        return pd.DataFrame({"rung": [rung.name], "status": "oom", "note": str(error).splitlines()[0]})
+    finally:
+        ladder.drop_grads()
+        ladder.drop_bf16()
+    kernels = pd.DataFrame(
+        [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA],
+        columns=["kernel", "us"],
+    )
+    table = kernels.groupby("kernel")["us"].agg(["count", "sum"]).reset_index()
+    return pd.DataFrame(
+        {
+            "rung": rung.name,
+            "status": "ok",
+            "kernel": table["kernel"].str.slice(0, 200),
+            "category": table["kernel"].map(categorize),
+            "calls_per_step": table["count"] / steps,
+            "ms_per_step": table["sum"] / steps / 1e3,
+        }
+    ).sort_values("ms_per_step", ascending=False)
 
 
 def rates_of(row: dict, flops: float, peak: float | None, tokens: int, params: int) -> dict:
@@ -358,11 +482,19 @@ def main(argv=None) -> None:
     p.add_argument("--check-steps", type=int, default=20, help="train steps per rung for the loss check (0: none)")
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
+    p.add_argument("--kernels", help="also write each rung's GPU time per kernel to this CSV (CUDA only)")
     args = p.parse_args(argv)
     budget = Budget(min_steps=args.measured_steps, rel_halfwidth=args.ci_halfwidth, max_seconds=args.max_seconds)
     device = resolve_device(args.device)
     rows = run_ladder(
-        args.size, args.context_length, args.batch_size, device, args.warmup_steps, budget, args.check_steps
+        args.size,
+        args.context_length,
+        args.batch_size,
+        device,
+        args.warmup_steps,
+        budget,
+        args.check_steps,
+        kernels_out=args.kernels,
     )
     write_rows(rows, args.out)
 
