@@ -278,7 +278,7 @@ def run_ladder(
     kernels_out: str | None = None,
 ) -> list[dict]:
     """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note). ``kernels_out``: also
-    write each rung's GPU time per kernel there (``kernel_profile``)."""
+    write each rung's GPU time per kernel there: a graphed rung's in its replay, the others' launched."""
     env = fingerprint(device)
     base = {"study": "ladder", "size": size, "context_length": context_length, "batch_size": batch_size, **env}
     rows = {
@@ -368,6 +368,7 @@ def run_ladder(
         )
 
     # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other.
+    replayed = {}  # a graphed rung's kernels, profiled in its replay
     for r in live:
         if rows[r.name]["status"] != "ok" or not (r.graphed or device.type == "cuda"):
             continue
@@ -387,6 +388,8 @@ def run_ladder(
         else:
             if r.graphed:  # the rung is its replay: launched and graphed are one measurement
                 rows[r.name].update(launched_columns(timings, budget))
+                if kernels_out:
+                    replayed[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
                 check(r, replay)
             rows[r.name].update(graphed_columns(timings, rows[r.name]["median_ms"], budget))
             print(f"{r.name:>18} graphed  {rows[r.name]['graphed_median_ms']:9.2f} ms", flush=True)
@@ -400,7 +403,7 @@ def run_ladder(
     if kernels_out:
         ran = [r for r in rungs if rows[r.name]["status"] == "ok"]
         if device.type == "cuda":
-            kernels = pd.concat([kernel_profile(ladder, r) for r in ran])
+            kernels = pd.concat([replayed[r.name] if r.name in replayed else kernel_profile(ladder, r) for r in ran])
         else:
             kernels = pd.DataFrame(
                 {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
@@ -417,25 +420,30 @@ def run_ladder(
     return list(rows.values())
 
 
-def kernel_profile(ladder: Ladder, rung: Rung, steps: int = 3) -> pd.DataFrame:
-    """GPU time per kernel of ``rung``'s step, launched (a graphed rung runs the same kernels), under
-    torch.profiler: what the compiler leaves on the table, by name and category."""
-    from torch.profiler import ProfilerActivity, profile
-
+def kernel_profile(ladder: Ladder, rung: Rung) -> pd.DataFrame:
+    """GPU time per kernel of ``rung``'s launched step, under torch.profiler."""
     ladder.before(rung.name)
     step = ladder.step(rung)
     try:
         step()
-        torch.cuda.synchronize(ladder.device)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                step()
-            torch.cuda.synchronize(ladder.device)
+        return kernel_times(step, ladder.device).assign(rung=rung.name, status="ok", profiled="launched")
     except torch.OutOfMemoryError as error:
         return pd.DataFrame({"rung": [rung.name], "status": "oom", "note": str(error).splitlines()[0]})
     finally:
         ladder.drop_grads()
         ladder.drop_bf16()
+
+
+def kernel_times(step, device: torch.device, steps: int = 3) -> pd.DataFrame:
+    """GPU time per kernel of ``steps`` calls of a warmed-up ``step`` (a launched step or a graph replay)
+    under torch.profiler: what the compiler leaves on the table, by name and category."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize(device)
     kernels = pd.DataFrame(
         [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA],
         columns=["kernel", "us"],
@@ -443,8 +451,6 @@ def kernel_profile(ladder: Ladder, rung: Rung, steps: int = 3) -> pd.DataFrame:
     table = kernels.groupby("kernel")["us"].agg(["count", "sum"]).reset_index()
     return pd.DataFrame(
         {
-            "rung": rung.name,
-            "status": "ok",
             "kernel": table["kernel"].str.slice(0, 200),
             "category": table["kernel"].map(categorize),
             "calls_per_step": table["count"] / steps,
