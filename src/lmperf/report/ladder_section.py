@@ -135,7 +135,7 @@ def loss_check_sentences(ran: pd.DataFrame) -> list[str]:
     )
     return [
         f"- Same computation: {int(reference['check_steps'])} steps at learning rate "
-        f"{reference.get('check_lr', float('nan')):g} from the same weights and batch take `{reference['rung']}`'s "
+        f"{reference.get('check_lr', float('nan')):.3g} from the same weights and batch take `{reference['rung']}`'s "
         f"loss from {num(reference['initial_loss'], 4)} to {num(reference['loss_after_check'], 4)}; "
         f"{verdict} (as a share of that drop). The largest difference is `{worst}`'s, {pct(gaps[worst])} of the drop."
     ]
@@ -223,5 +223,11 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
         out += sentences + ([""] if sentences else [])
         profiled = kernel_table(mine) if not mine.empty else ""
         if profiled:
-            out += ["GPU time per step by kernel category, each rung launched under torch.profiler:", "", profiled, ""]
+            out += [
+                "GPU time per step by kernel category under torch.profiler (graphed rungs in their replay, the "
+                "others launched):",
+                "",
+                profiled,
+                "",
+            ]
     return "\n".join(out)
