@@ -105,3 +105,15 @@ def touch_source(path):
         f.write("\n# edited by a test\n")
     later = time.time() + 5
     os.utime(path, (later, later))
+
+
+def markdown_tables(text: str, after: str) -> list[list[str]]:
+    """Body rows (cells stripped) of the first Markdown table after the line ``after``."""
+    lines = text.split(after, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import markdown_tables
 from lmperf.model import make_optimizer
 from lmperf.report import ladder_section
 from lmperf.report.render import read
@@ -210,13 +211,8 @@ def test_kernel_table_sums_the_profiled_kernels():
             "ms_per_step": [100.0, 7.0, 3.0, 99.0, 30.0],
         }
     )
-    rows = {r[0]: r[1:] for r in markdown_rows(ladder_section.kernel_table(kernels))}
+    rows = {r[0]: r[1:] for r in markdown_tables("kernels\n" + ladder_section.kernel_table(kernels), "kernels")}
     assert rows["gemm"] == ["100.0", "99.0"] and rows["elementwise"] == ["10.0", "0.0"]
     assert rows["total"] == ["110.0", "129.0"]
     (sentence,) = ladder_section.kernel_sentences(kernels, "cuda_graph")
     assert "110.0 ms per step): gemm 100.0 ms (91%), elementwise 10.0 ms (9%)" in sentence
-
-
-def markdown_rows(text: str) -> list[list[str]]:
-    lines = [line for line in text.splitlines() if line.startswith("|")][2:]
-    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]

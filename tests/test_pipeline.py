@@ -13,21 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, snakemake
+from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, markdown_tables, snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def markdown_tables(text: str, after: str) -> list[list[str]]:
-    """Body rows (cells stripped) of the first Markdown table after the line ``after``."""
-    lines = text.split(after, 1)[1].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split("|")])
-    return rows
 
 
 def test_report_tables_are_the_csvs(smoke_run):

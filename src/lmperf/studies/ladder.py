@@ -325,11 +325,7 @@ def run_ladder(
             continue
         rows[name].update(launched_columns(timings, budget))
         clock = ladder.clocks[name]
-        for phase, column in (
-            ("forward", "forward_ms"),
-            ("backward", "backward_ms"),
-            ("optimizer step", "optimizer_ms"),
-        ):
+        for phase, column in PHASES.items():
             rows[name][column] = 1e3 * statistics.median(clock.seconds(phase, last=len(timings.host_s)))
         ladder.before(name)
         rows[name]["peak_mem_gib"] = steady_peak_gib(ladder.step(ladder.rungs[name]), device)
