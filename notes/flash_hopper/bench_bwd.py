@@ -1,0 +1,182 @@
+"""Backward variants of hbwd.py against our kernel and SDPA cuDNN (do_bench medians).
+
+PYTHONPATH=src python notes/flash_hopper/bench_bwd.py 1000
+"""
+
+import itertools
+import math
+import sys
+
+sys.path.insert(0, "notes/flash_hopper")
+import hbwd
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+from lmperf.attention import flash_triton
+from lmperf.attention.flash_triton import FlashAttentionTriton
+
+triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+REP = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+
+
+def sdpa(backend):
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=True)[:, 0]
+
+    return run
+
+
+def grads_of(fn, q, k, v, do):
+    q_, k_, v_ = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    fn(q_, k_, v_).backward(do)
+    return q_.grad, k_.grad, v_.grad
+
+
+def h_backward(dkdv_cfg, dq_cfg):
+    def run(q, k, v, o, L, do):
+        B, N, D = q.shape
+        scale = 1 / math.sqrt(D)
+        delta = torch.empty(B, N, device="cuda", dtype=torch.float32)
+        flash_triton._bwd_preprocess[(triton.cdiv(N, 64), B)](
+            o, do, delta, *o.stride(), *do.stride(), N, D=D, D_PAD=D, BLOCK=64
+        )
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        bq, bk, w, s = dkdv_cfg
+        hbwd.hdkdv[(N // bk, B)](
+            q,
+            k,
+            v,
+            do,
+            L,
+            delta,
+            dk,
+            dv,
+            B,
+            N,
+            scale,
+            scale * 1.4426950408889634,
+            D=D,
+            BLOCK_Q=bq,
+            BLOCK_K=bk,
+            num_warps=w,
+            num_stages=s,
+        )
+        bq, bk, w, s = dq_cfg
+        hbwd.hdq[(N // bq, B)](
+            q,
+            k,
+            v,
+            do,
+            L,
+            delta,
+            dq,
+            B,
+            N,
+            scale,
+            scale * 1.4426950408889634,
+            D=D,
+            BLOCK_Q=bq,
+            BLOCK_K=bk,
+            num_warps=w,
+            num_stages=s,
+        )
+        return dq, dk, dv
+
+    return run
+
+
+def h_atomic(cfg):
+    def run(q, k, v, o, L, do):
+        B, N, D = q.shape
+        scale = 1 / math.sqrt(D)
+        delta = torch.empty(B, N, device="cuda", dtype=torch.float32)
+        flash_triton._bwd_preprocess[(triton.cdiv(N, 64), B)](
+            o, do, delta, *o.stride(), *do.stride(), N, D=D, D_PAD=D, BLOCK=64
+        )
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+        acc = torch.zeros(B, N, D, device="cuda", dtype=torch.float32)
+        bq, bk, w, s = cfg
+        hbwd.hatomic[(N // bk, B)](
+            q,
+            k,
+            v,
+            do,
+            L,
+            delta,
+            dk,
+            dv,
+            acc,
+            B,
+            N,
+            scale,
+            scale * 1.4426950408889634,
+            D=D,
+            BLOCK_Q=bq,
+            BLOCK_K=bk,
+            num_warps=w,
+            num_stages=s,
+        )
+        return (acc * scale).to(q.dtype), dk, dv
+
+    return run
+
+
+for B, N, D in [(16, 16384, 64), (128, 1024, 64)]:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = torch.randn(4, B, N, D, device="cuda", dtype=torch.bfloat16, generator=g).unbind(0)
+    q, k, v, do = (t.contiguous() for t in (q, k, v, do))
+    fwd_flops = 4 * B * N * N * D / 2
+    ref = grads_of(sdpa(SDPBackend.FLASH_ATTENTION), q, k, v, do)
+    # anchors: backward of one graph, re-run
+    for name, fn in [
+        ("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
+        ("ours", lambda q, k, v: FlashAttentionTriton.apply(q, k, v, True)),
+    ]:
+        q_, k_, v_ = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        out = fn(q_, k_, v_)
+        ms = do_bench(
+            lambda: out.backward(do, retain_graph=True),
+            warmup=100,
+            rep=REP,
+            grad_to_none=[q_, k_, v_],
+            return_mode="median",
+        )
+        print(f"B{B} N{N} {name:>40} bwd {ms:8.4f} ms {2.5 * fwd_flops / ms / 1e9:6.1f} TF/s", flush=True)
+    # ours' forward gives O and L
+    O = torch.empty_like(q)
+    L = torch.empty(B, N, device="cuda", dtype=torch.float32)
+    q_, k_, v_ = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = FlashAttentionTriton.apply(q_, k_, v_, True)
+    L = out.grad_fn.saved_tensors[0]
+    O = out.detach()
+    for cfg in [(64, 128, 8, 2), (64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 128, 4, 2), (64, 128, 8, 3)]:
+        run = h_atomic(cfg)
+        try:
+            got = run(q, k, v, O, L, do)
+            err = max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(got, ref))
+            ms = do_bench(lambda: run(q, k, v, O, L, do), warmup=100, rep=REP, return_mode="median")
+            print(
+                f"B{B} N{N} {'atomic' + str(cfg):>40} bwd {ms:8.4f} ms {2.5 * fwd_flops / ms / 1e9:6.1f} TF/s err {err:.1e}",
+                flush=True,
+            )
+        except Exception as e:
+            print(f"B{B} N{N} {'atomic' + str(cfg):>40} FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
+    best = None
+    for dkdv_cfg, dq_cfg in itertools.product([(64, 64, 4, 2), (64, 64, 4, 3)], [(128, 64, 8, 3)]):
+        run = h_backward(dkdv_cfg, dq_cfg)
+        try:
+            got = run(q, k, v, O, L, do)
+            err = max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(got, ref))
+            ms = do_bench(lambda: run(q, k, v, O, L, do), warmup=100, rep=REP, return_mode="median")
+            print(
+                f"B{B} N{N} {'h dkdv' + str(dkdv_cfg) + ' dq' + str(dq_cfg):>40} bwd {ms:8.4f} ms {2.5 * fwd_flops / ms / 1e9:6.1f} TF/s err {err:.1e}",
+                flush=True,
+            )
+            if best is None or ms < best[0]:
+                best = (ms, run)
+        except Exception as e:
+            print(f"B{B} N{N} {str(dkdv_cfg) + str(dq_cfg):>40} FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
