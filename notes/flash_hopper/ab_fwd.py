@@ -8,22 +8,23 @@ import sys
 sys.path.insert(0, "notes/flash_hopper")
 import hfwd
 import torch
-import torch.nn.functional as F
-import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from common import sdpa, use_torch_allocator
+from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
 from lmperf.attention.flash_triton import FlashAttentionTriton
 
-triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+use_torch_allocator()
 B, N, D = 16, 16384, 64
 g = torch.Generator(device="cuda").manual_seed(0)
 q, k, v = (t.contiguous() for t in torch.randn(3, B, N, D, device="cuda", dtype=torch.bfloat16, generator=g).unbind(0))
 
 
+cudnn_attention = sdpa(SDPBackend.CUDNN_ATTENTION)
+
+
 def cudnn():
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=True)
+    return cudnn_attention(q, k, v)
 
 
 def tma():

@@ -10,24 +10,16 @@ import sys
 sys.path.insert(0, "notes/flash_hopper")
 import hbwd
 import torch
-import torch.nn.functional as F
 import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from common import sdpa, use_torch_allocator
+from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
 from lmperf.attention import flash_triton
 from lmperf.attention.flash_triton import FlashAttentionTriton
 
-triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+use_torch_allocator()
 REP = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-
-
-def sdpa(backend):
-    def run(q, k, v):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=True)[:, 0]
-
-    return run
 
 
 def grads_of(fn, q, k, v, do):
@@ -36,60 +28,9 @@ def grads_of(fn, q, k, v, do):
     return q_.grad, k_.grad, v_.grad
 
 
-def h_backward(dkdv_cfg, dq_cfg):
-    def run(q, k, v, o, L, do):
-        B, N, D = q.shape
-        scale = 1 / math.sqrt(D)
-        delta = torch.empty(B, N, device="cuda", dtype=torch.float32)
-        flash_triton._bwd_preprocess[(triton.cdiv(N, 64), B)](
-            o, do, delta, *o.stride(), *do.stride(), N, D=D, D_PAD=D, BLOCK=64
-        )
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        bq, bk, w, s = dkdv_cfg
-        hbwd.hdkdv[(N // bk, B)](
-            q,
-            k,
-            v,
-            do,
-            L,
-            delta,
-            dk,
-            dv,
-            B,
-            N,
-            scale,
-            scale * 1.4426950408889634,
-            D=D,
-            BLOCK_Q=bq,
-            BLOCK_K=bk,
-            num_warps=w,
-            num_stages=s,
-        )
-        bq, bk, w, s = dq_cfg
-        hbwd.hdq[(N // bq, B)](
-            q,
-            k,
-            v,
-            do,
-            L,
-            delta,
-            dq,
-            B,
-            N,
-            scale,
-            scale * 1.4426950408889634,
-            D=D,
-            BLOCK_Q=bq,
-            BLOCK_K=bk,
-            num_warps=w,
-            num_stages=s,
-        )
-        return dq, dk, dv
+def h_backward(dkdv_cfg, dq_cfg=None):
+    """Preprocess, then hdkdv and hdq; without dq_cfg, hdkdv alone with dQ accumulated in atomics."""
 
-    return run
-
-
-def h_atomic(cfg):
     def run(q, k, v, o, L, do):
         B, N, D = q.shape
         scale = 1 / math.sqrt(D)
@@ -98,29 +39,21 @@ def h_atomic(cfg):
             o, do, delta, *o.stride(), *do.stride(), N, D=D, D_PAD=D, BLOCK=64
         )
         dk, dv = torch.empty_like(k), torch.empty_like(v)
-        acc = torch.zeros(B, N, D, device="cuda", dtype=torch.float32)
-        bq, bk, w, s = cfg
-        hbwd.hatomic[(N // bk, B)](
-            q,
-            k,
-            v,
-            do,
-            L,
-            delta,
-            dk,
-            dv,
-            acc,
-            B,
-            N,
-            scale,
-            scale * 1.4426950408889634,
-            D=D,
-            BLOCK_Q=bq,
-            BLOCK_K=bk,
-            num_warps=w,
-            num_stages=s,
-        )
-        return (acc * scale).to(q.dtype), dk, dv
+        acc = None if dq_cfg else torch.zeros(B, N, D, device="cuda", dtype=torch.float32)
+        args = (B, N, scale, scale * 1.4426950408889634)
+        bq, bk, w, s = dkdv_cfg
+        hbwd.hdkdv[(N // bk, B)](
+            q, k, v, do, L, delta, dk, dv, acc, *args, D=D, BLOCK_Q=bq, BLOCK_K=bk, ATOMIC_DQ=acc is not None,
+            num_warps=w, num_stages=s,
+        )  # fmt: skip
+        if acc is not None:
+            return (acc * scale).to(q.dtype), dk, dv
+        dq = torch.empty_like(q)
+        bq, bk, w, s = dq_cfg
+        hbwd.hdq[(N // bq, B)](
+            q, k, v, do, L, delta, dq, *args, D=D, BLOCK_Q=bq, BLOCK_K=bk, num_warps=w, num_stages=s
+        )  # fmt: skip
+        return dq, dk, dv
 
     return run
 
@@ -154,7 +87,7 @@ for B, N, D in [(16, 16384, 64), (128, 1024, 64)]:
     L = out.grad_fn.saved_tensors[0]
     O = out.detach()
     for cfg in [(64, 128, 8, 2), (64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 128, 4, 2), (64, 128, 8, 3)]:
-        run = h_atomic(cfg)
+        run = h_backward(cfg)
         try:
             got = run(q, k, v, O, L, do)
             err = max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(got, ref))

@@ -10,23 +10,15 @@ import sys
 sys.path.insert(0, "notes/flash_hopper")
 import hfwd
 import torch
-import torch.nn.functional as F
 import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from common import sdpa, use_torch_allocator
+from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
 from lmperf.attention.flash_triton import FlashAttentionTriton
 
-triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+use_torch_allocator()
 REP = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-
-
-def sdpa(backend):
-    def run(q, k, v):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=True)[:, 0]
-
-    return run
 
 
 def h(bq, bk, w, s, poly, persistent):

@@ -28,6 +28,17 @@ def _exp2_split(x, BQ: tl.constexpr, BK: tl.constexpr, POLY: tl.constexpr):
 
 
 @triton.jit
+def _softmax_step(acc, l, m, s, v, scale_log2, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, POLY: tl.constexpr):
+    m_new = tl.maximum(m, tl.max(s, 1) * scale_log2)
+    p = _exp2_split(s * scale_log2 - m_new[:, None], BLOCK_Q, BLOCK_K, POLY)
+    alpha = tl.math.exp2(m - m_new)
+    l = l * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l, m_new
+
+
+@triton.jit
 def _inner(
     acc,
     l,
@@ -51,30 +62,12 @@ def _inner(
         k = desc_k.load([batch, k0, 0]).reshape(BLOCK_K, D)
         v = desc_v.load([batch, k0, 0]).reshape(BLOCK_K, D)
         s = tl.dot(q, tl.trans(k))
-        if ON_DIAGONAL:
+        if ON_DIAGONAL:  # masked tiles keep MUFU exp2: the FMA-pipe one clamps -inf to 2^-126
             s = tl.where(offs_q[:, None] >= (k0 + offs_k)[None, :], s, float("-inf"))
-            m_new = tl.maximum(m, tl.max(s, 1) * scale_log2)
-            p = tl.math.exp2(s * scale_log2 - m_new[:, None])
+            acc, l, m = _softmax_step(acc, l, m, s, v, scale_log2, BLOCK_Q, BLOCK_K, False)
         else:
-            m_new = tl.maximum(m, tl.max(s, 1) * scale_log2)
-            p = _exp2_split(s * scale_log2 - m_new[:, None], BLOCK_Q, BLOCK_K, POLY)
-        alpha = tl.math.exp2(m - m_new)
-        l = l * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        m = m_new
+            acc, l, m = _softmax_step(acc, l, m, s, v, scale_log2, BLOCK_Q, BLOCK_K, POLY)
     return acc, l, m
-
-
-@triton.jit
-def _softmax_step(acc, l, m, s, v, scale_log2, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, POLY: tl.constexpr):
-    m_new = tl.maximum(m, tl.max(s, 1) * scale_log2)
-    p = _exp2_split(s * scale_log2 - m_new[:, None], BLOCK_Q, BLOCK_K, POLY)
-    alpha = tl.math.exp2(m - m_new)
-    l = l * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    acc = tl.dot(p.to(v.dtype), v, acc)
-    return acc, l, m_new
 
 
 @triton.jit
