@@ -37,7 +37,9 @@ def compile_for_sm90(kernel, **constexprs):
 
 
 if __name__ == "__main__":
-    common = dict(D=64, D_PAD=64, IS_CAUSAL=True, PRECISION="tf32")
-    compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
-    compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
-    compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
+    for d in (64, 80):  # one column block; two (64 + 16, the 2.7B model's head)
+        d0, d1 = flash_triton.head_blocks(d)
+        common = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=True, PRECISION="tf32")
+        compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
+        compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
+        compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.attention.flash_triton import FlashAttentionTriton, head_blocks
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 IMPLEMENTATIONS = {"pytorch": FlashAttentionPyTorch, "triton": FlashAttentionTriton}
@@ -42,7 +42,9 @@ CASES = [  # batch, n_queries, n_keys, d, causal
     (2, 20, 45, 32, False),  # n_queries != n_keys
     (1, 32, 48, 16, False),  # n_queries != n_keys, both tile multiples (unmasked loads)
     (1, 50, 17, 64, False),
-    (1, 33, 33, 80, True),  # the 2.7B model's head size (padded to 128 inside)
+    (1, 33, 33, 80, True),  # the 2.7B model's head size: two column blocks, 64 + 16
+    (1, 40, 40, 96, False),  # 64 + 32
+    (2, 21, 21, 40, True),  # 32 + 16, the second block partly padding
 ]
 
 
@@ -134,4 +136,12 @@ def test_kernels_compile_for_h100_with_inductor_argument_types():
     script = Path(__file__).with_name("compile_flash_sm90.py")
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("shared=") == 3
+    assert proc.stdout.count("shared=") == 6
+
+
+@pytest.mark.parametrize(
+    "d, blocks",
+    [(16, (16, 0)), (8, (16, 0)), (64, (64, 0)), (80, (64, 16)), (96, (64, 32)), (112, (128, 0)), (128, (128, 0))],
+)
+def test_head_blocks_cover_the_head_with_the_least_padding(d, blocks):
+    assert head_blocks(d) == blocks

@@ -36,7 +36,7 @@ def h_backward(dkdv_cfg, dq_cfg=None):
         scale = 1 / math.sqrt(D)
         delta = torch.empty(B, N, device="cuda", dtype=torch.float32)
         flash_triton._bwd_preprocess[(triton.cdiv(N, 64), B)](
-            o, do, delta, *o.stride(), *do.stride(), N, D=D, D_PAD=D, BLOCK=64
+            o, do, delta, *o.stride(), *do.stride(), N, D=D, D0=D, D1=0, BLOCK=64
         )
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         acc = None if dq_cfg else torch.zeros(B, N, D, device="cuda", dtype=torch.float32)

@@ -3,7 +3,8 @@ pass over key tiles and a dQ pass over query tiles).
 
 Shapes and saved tensors as in flash_pytorch: Q (batch, n_queries, d); K, V (batch, n_keys, d);
 saved exactly L (float32 logsumexp, (batch, n_queries)), Q, K, V, O. Any sequence length (edge
-tiles are masked), any head size up to 128 (padded to a power of two, masked), fp32 and bf16.
+tiles are masked), any head size up to 128, fp32 and bf16. A head is held as one or two
+power-of-two column blocks (head_blocks: d = 80 is 64 + 16), so the products do no work on padding.
 
 Layout of the work follows Triton's fused-attention tutorial: one program per (query tile, batch
 element); scores in the base-2 domain (exp2, with log2(e) folded into the scale); causal work split
@@ -58,17 +59,106 @@ def _dot(a, b, PRECISION: tl.constexpr):
     return tl.dot(a, b, input_precision=PRECISION)
 
 
-@triton.jit
-def _load_tile(base, rows, offs_d, stride_n, stride_d, n_rows, D: tl.constexpr, IN_BOUNDS: tl.constexpr):
-    """A (rows, D_PAD) tile; rows past n_rows and columns past D read as zeros.
+def head_blocks(d: int) -> tuple[int, int]:
+    """(D0, D1): the widths of the power-of-two column blocks that hold a head of size d; D1 = 0 is one
+    block.
 
-    IN_BOUNDS: the caller knows every row is < n_rows, so only the head-size padding is masked.
+    tl.dot takes power-of-two tiles. The 2.7B model's d = 80 in one block of 128 spent 60% more
+    tensor-core work on zeros; as 64 + 16 it spends none. A remainder that needs a block as wide
+    as the first (d = 112: 64 + 64) is one block of twice the width instead.
     """
+    d0 = max(16, 1 << (d.bit_length() - 1))
+    if d <= d0:
+        return d0, 0
+    d1 = max(16, triton.next_power_of_2(d - d0))
+    return (2 * d0, 0) if d1 == d0 else (d0, d1)
+
+
+@triton.jit
+def _load_cols(
+    base,
+    rows,
+    C0: tl.constexpr,
+    WIDTH: tl.constexpr,
+    stride_n,
+    stride_d,
+    n_rows,
+    D: tl.constexpr,
+    IN_BOUNDS: tl.constexpr,
+):
+    """Columns [C0, C0 + WIDTH) of some rows; rows past n_rows and columns past D read as zeros.
+
+    IN_BOUNDS: the caller knows every row is < n_rows, so only columns past D are masked.
+    """
+    cols = C0 + tl.arange(0, WIDTH)
+    ptrs = base + rows[:, None] * stride_n + cols[None, :] * stride_d
     if IN_BOUNDS:
-        mask = offs_d[None, :] < D
+        if C0 + WIDTH <= D:
+            return tl.load(ptrs)
+        else:
+            return tl.load(ptrs, mask=cols[None, :] < D, other=0.0)
     else:
-        mask = (rows[:, None] < n_rows) & (offs_d[None, :] < D)
-    return tl.load(base + rows[:, None] * stride_n + offs_d[None, :] * stride_d, mask=mask, other=0.0)
+        return tl.load(ptrs, mask=(rows[:, None] < n_rows) & (cols[None, :] < D), other=0.0)
+
+
+@triton.jit
+def _load_head(
+    base, rows, stride_n, stride_d, n_rows, D: tl.constexpr, D0: tl.constexpr, D1: tl.constexpr, IN_BOUNDS: tl.constexpr
+):
+    """Rows of an (n, D) matrix as a tuple of column blocks: (rows x D0,) or (rows x D0, rows x D1)."""
+    lo = _load_cols(base, rows, 0, D0, stride_n, stride_d, n_rows, D, IN_BOUNDS)
+    if D1 == 0:
+        return (lo,)
+    else:
+        return (lo, _load_cols(base, rows, D0, D1, stride_n, stride_d, n_rows, D, IN_BOUNDS))
+
+
+@triton.jit
+def _store_cols(base, value, rows, C0: tl.constexpr, stride_n, stride_d, n_rows, D: tl.constexpr):
+    cols = C0 + tl.arange(0, value.shape[1])
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < D)
+    tl.store(base + rows[:, None] * stride_n + cols[None, :] * stride_d, value.to(base.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _store_head(base, blocks, rows, stride_n, stride_d, n_rows, D: tl.constexpr):
+    _store_cols(base, blocks[0], rows, 0, stride_n, stride_d, n_rows, D)
+    if len(blocks) == 2:
+        _store_cols(base, blocks[1], rows, blocks[0].shape[1], stride_n, stride_d, n_rows, D)
+
+
+@triton.jit
+def _zeros_head(ROWS: tl.constexpr, D0: tl.constexpr, D1: tl.constexpr):
+    if D1 == 0:
+        return (tl.zeros([ROWS, D0], dtype=tl.float32),)
+    else:
+        return (tl.zeros([ROWS, D0], dtype=tl.float32), tl.zeros([ROWS, D1], dtype=tl.float32))
+
+
+@triton.jit
+def _scale_head(blocks, factor):
+    if len(blocks) == 2:
+        return (blocks[0] * factor, blocks[1] * factor)
+    else:
+        return (blocks[0] * factor,)
+
+
+@triton.jit
+def _dot_head(a, b, PRECISION: tl.constexpr):
+    """sum_i a[i] @ b[i]^T: a product that contracts the head (S = Q K^T, dP = dO V^T)."""
+    s = _dot(a[0], tl.trans(b[0]), PRECISION)
+    if len(a) == 2:
+        s += _dot(a[1], tl.trans(b[1]), PRECISION)
+    return s
+
+
+@triton.jit
+def _acc_head(acc, x, b, PRECISION: tl.constexpr):
+    """acc[i] + x @ b[i]: a product whose output spans the head (O += P V, dK += dS^T Q)."""
+    if len(acc) == 2:
+        return (acc[0] + _dot(x, b[0], PRECISION), acc[1] + _dot(x, b[1], PRECISION))
+    else:
+        return (acc[0] + _dot(x, b[0], PRECISION),)
 
 
 @triton.jit
@@ -78,12 +168,6 @@ def _heaviest_first(program, n, BLOCK: tl.constexpr, IS_CAUSAL: tl.constexpr):
     if IS_CAUSAL:
         return tl.cdiv(n, BLOCK) - 1 - program
     return program
-
-
-@triton.jit
-def _store_tile(base, value, rows, offs_d, stride_n, stride_d, n_rows, D: tl.constexpr):
-    mask = (rows[:, None] < n_rows) & (offs_d[None, :] < D)
-    tl.store(base + rows[:, None] * stride_n + offs_d[None, :] * stride_d, value.to(base.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -99,12 +183,13 @@ def _fwd_inner(
     stride_vn,
     stride_vd,
     offs_q,
-    offs_d,
     k_lo,
     k_hi,
     N_K,
     scale_log2,
     D: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     BLOCK_K: tl.constexpr,
     ON_DIAGONAL: tl.constexpr,
     EVEN_K: tl.constexpr,
@@ -113,9 +198,9 @@ def _fwd_inner(
     offs_k = tl.arange(0, BLOCK_K)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         keys = k0 + offs_k
-        k = _load_tile(K_ptr, keys, offs_d, stride_kn, stride_kd, N_K, D, EVEN_K)
-        v = _load_tile(V_ptr, keys, offs_d, stride_vn, stride_vd, N_K, D, EVEN_K)
-        s = _dot(q, tl.trans(k), PRECISION)
+        k = _load_head(K_ptr, keys, stride_kn, stride_kd, N_K, D, D0, D1, EVEN_K)
+        v = _load_head(V_ptr, keys, stride_vn, stride_vd, N_K, D, D0, D1, EVEN_K)
+        s = _dot_head(q, k, PRECISION)
         if ON_DIAGONAL:
             s = tl.where(offs_q[:, None] >= keys[None, :], s, float("-inf"))
         if not EVEN_K:
@@ -126,7 +211,7 @@ def _fwd_inner(
         p = tl.math.exp2(s * scale_log2 - m_new[:, None])
         alpha = tl.math.exp2(m - m_new)
         l = l * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION)
+        acc = _acc_head(_scale_head(acc, alpha[:, None]), p.to(v[0].dtype), v, PRECISION)
         m = m_new
     return acc, l, m
 
@@ -156,7 +241,8 @@ def _fwd_kernel(
     N_K,
     scale_log2,
     D: tl.constexpr,
-    D_PAD: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     IS_CAUSAL: tl.constexpr,
     PRECISION: tl.constexpr,
     BLOCK_Q: tl.constexpr,
@@ -168,13 +254,12 @@ def _fwd_kernel(
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
-    offs_d = tl.arange(0, D_PAD)
-    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D, EVEN_Q)
+    q = _load_head(Q + batch * stride_qb, offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
     K_ptr, V_ptr = K + batch * stride_kb, V + batch * stride_vb
 
     m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
     l = tl.zeros([BLOCK_Q], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_Q, D_PAD], dtype=tl.float32)
+    acc = _zeros_head(BLOCK_Q, D0, D1)
     if IS_CAUSAL:
         # keys below this tile's first query: every query sees them, no mask
         acc, l, m = _fwd_inner(
@@ -189,12 +274,13 @@ def _fwd_kernel(
             stride_vn,
             stride_vd,
             offs_q,
-            offs_d,
             0,
             q_start,
             N_K,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_K,
             False,
             True,
@@ -215,12 +301,13 @@ def _fwd_kernel(
             stride_vn,
             stride_vd,
             offs_q,
-            offs_d,
             q_start,
             tl.minimum(q_start + BLOCK_Q, N_K),
             N_K,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_K,
             True,
             EVEN_K,
@@ -239,19 +326,20 @@ def _fwd_kernel(
             stride_vn,
             stride_vd,
             offs_q,
-            offs_d,
             0,
             N_K,
             N_K,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_K,
             False,
             EVEN_K,
             PRECISION,
         )
 
-    _store_tile(O + batch * stride_ob, acc / l[:, None], offs_q, offs_d, stride_on, stride_od, N_Q, D)
+    _store_head(O + batch * stride_ob, _scale_head(acc, 1.0 / l[:, None]), offs_q, stride_on, stride_od, N_Q, D)
     lse = (m + tl.math.log2(l)) / 1.4426950408889634  # back to natural log
     tl.store(L + batch * stride_lb + offs_q * stride_ln, lse, mask=offs_q < N_Q)
 
@@ -269,19 +357,19 @@ def _bwd_preprocess(
     stride_dod,
     N_Q,
     D: tl.constexpr,
-    D_PAD: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     """Delta_i = sum_d O_id dO_id, the row term of dS = P * (dP - Delta)."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     batch = tl.program_id(1).to(tl.int64)
-    offs_d = tl.arange(0, D_PAD)
-    mask = (rows[:, None] < N_Q) & (offs_d[None, :] < D)
-    o = tl.load(O + batch * stride_ob + rows[:, None] * stride_on + offs_d[None, :] * stride_od, mask=mask, other=0.0)
-    do = tl.load(
-        dO + batch * stride_dob + rows[:, None] * stride_don + offs_d[None, :] * stride_dod, mask=mask, other=0.0
-    )
-    tl.store(Delta + batch * N_Q + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1), mask=rows < N_Q)
+    o = _load_head(O + batch * stride_ob, rows, stride_on, stride_od, N_Q, D, D0, D1, False)
+    do = _load_head(dO + batch * stride_dob, rows, stride_don, stride_dod, N_Q, D, D0, D1, False)
+    delta = tl.sum(o[0].to(tl.float32) * do[0].to(tl.float32), 1)
+    if D1 > 0:
+        delta += tl.sum(o[1].to(tl.float32) * do[1].to(tl.float32), 1)
+    tl.store(Delta + batch * N_Q + rows, delta, mask=rows < N_Q)
 
 
 @triton.jit
@@ -307,7 +395,6 @@ def _dkdv_inner(
     Delta,
     batch,
     offs_k,
-    offs_d,
     stride_qn,
     stride_qd,
     stride_don,
@@ -319,6 +406,8 @@ def _dkdv_inner(
     N_Q,
     scale_log2,
     D: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     ON_DIAGONAL: tl.constexpr,
     EVEN_Q: tl.constexpr,
@@ -332,15 +421,15 @@ def _dkdv_inner(
     """
     for q0 in range(q_lo, q_hi, BLOCK_Q):
         offs_q = q0 + tl.arange(0, BLOCK_Q)
-        q = _load_tile(Q, offs_q, offs_d, stride_qn, stride_qd, N_Q, D, EVEN_Q)
-        do = _load_tile(dO, offs_q, offs_d, stride_don, stride_dod, N_Q, D, EVEN_Q)
+        q = _load_head(Q, offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
+        do = _load_head(dO, offs_q, stride_don, stride_dod, N_Q, D, D0, D1, EVEN_Q)
         lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
-        p_t = tl.math.exp2(_dot(k, tl.trans(q), PRECISION) * scale_log2 - lse2[None, :])
+        p_t = tl.math.exp2(_dot_head(k, q, PRECISION) * scale_log2 - lse2[None, :])
         if ON_DIAGONAL:
             p_t = tl.where(offs_q[None, :] >= offs_k[:, None], p_t, 0.0)
-        dv += _dot(p_t.to(do.dtype), do, PRECISION)
-        ds_t = p_t * (_dot(v, tl.trans(do), PRECISION) - delta[None, :])
-        dk += _dot(ds_t.to(q.dtype), q, PRECISION)
+        dv = _acc_head(dv, p_t.to(do[0].dtype), do, PRECISION)
+        ds_t = p_t * (_dot_head(v, do, PRECISION) - delta[None, :])
+        dk = _acc_head(dk, ds_t.to(q[0].dtype), q, PRECISION)
     return dk, dv
 
 
@@ -373,7 +462,8 @@ def _bwd_dkdv_kernel(
     scale,
     scale_log2,
     D: tl.constexpr,
-    D_PAD: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     IS_CAUSAL: tl.constexpr,
     PRECISION: tl.constexpr,
     BLOCK_Q: tl.constexpr,
@@ -389,12 +479,11 @@ def _bwd_dkdv_kernel(
     k_start = tl.program_id(0) * BLOCK_K  # the first key tiles, with the most queries to visit, start first
     batch = tl.program_id(1).to(tl.int64)
     offs_k = k_start + tl.arange(0, BLOCK_K)
-    offs_d = tl.arange(0, D_PAD)
     Q, dO = Q + batch * stride_qb, dO + batch * stride_dob
-    k = _load_tile(K + batch * stride_kb, offs_k, offs_d, stride_kn, stride_kd, N_K, D, EVEN_K)
-    v = _load_tile(V + batch * stride_vb, offs_k, offs_d, stride_vn, stride_vd, N_K, D, EVEN_K)
-    dk = tl.zeros([BLOCK_K, D_PAD], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_K, D_PAD], dtype=tl.float32)
+    k = _load_head(K + batch * stride_kb, offs_k, stride_kn, stride_kd, N_K, D, D0, D1, EVEN_K)
+    v = _load_head(V + batch * stride_vb, offs_k, stride_vn, stride_vd, N_K, D, D0, D1, EVEN_K)
+    dk = _zeros_head(BLOCK_K, D0, D1)
+    dv = _zeros_head(BLOCK_K, D0, D1)
     if IS_CAUSAL:
         # queries on this key tile's diagonal see part of it (masked; BLOCK_K is a multiple of
         # BLOCK_Q); later queries see all of it; earlier ones none
@@ -409,7 +498,6 @@ def _bwd_dkdv_kernel(
             Delta,
             batch,
             offs_k,
-            offs_d,
             stride_qn,
             stride_qd,
             stride_don,
@@ -421,6 +509,8 @@ def _bwd_dkdv_kernel(
             N_Q,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_Q,
             True,
             EVEN_Q,
@@ -437,7 +527,6 @@ def _bwd_dkdv_kernel(
             Delta,
             batch,
             offs_k,
-            offs_d,
             stride_qn,
             stride_qd,
             stride_don,
@@ -449,6 +538,8 @@ def _bwd_dkdv_kernel(
             N_Q,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_Q,
             False,
             EVEN_Q,
@@ -466,7 +557,6 @@ def _bwd_dkdv_kernel(
             Delta,
             batch,
             offs_k,
-            offs_d,
             stride_qn,
             stride_qd,
             stride_don,
@@ -478,13 +568,15 @@ def _bwd_dkdv_kernel(
             N_Q,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_Q,
             False,
             EVEN_Q,
             PRECISION,
         )
-    _store_tile(dK + batch * stride_kb, dk * scale, offs_k, offs_d, stride_kn, stride_kd, N_K, D)
-    _store_tile(dV + batch * stride_vb, dv, offs_k, offs_d, stride_vn, stride_vd, N_K, D)
+    _store_head(dK + batch * stride_kb, _scale_head(dk, scale), offs_k, stride_kn, stride_kd, N_K, D)
+    _store_head(dV + batch * stride_vb, dv, offs_k, stride_vn, stride_vd, N_K, D)
 
 
 @triton.jit
@@ -497,7 +589,6 @@ def _dq_inner(
     K,
     V,
     offs_q,
-    offs_d,
     stride_kn,
     stride_kd,
     stride_vn,
@@ -507,6 +598,8 @@ def _dq_inner(
     N_K,
     scale_log2,
     D: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     BLOCK_K: tl.constexpr,
     ON_DIAGONAL: tl.constexpr,
     EVEN_K: tl.constexpr,
@@ -519,15 +612,15 @@ def _dq_inner(
     """
     for k0 in range(k_lo, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        k = _load_tile(K, offs_k, offs_d, stride_kn, stride_kd, N_K, D, EVEN_K)
-        v = _load_tile(V, offs_k, offs_d, stride_vn, stride_vd, N_K, D, EVEN_K)
-        p = tl.math.exp2(_dot(q, tl.trans(k), PRECISION) * scale_log2 - lse2[:, None])
+        k = _load_head(K, offs_k, stride_kn, stride_kd, N_K, D, D0, D1, EVEN_K)
+        v = _load_head(V, offs_k, stride_vn, stride_vd, N_K, D, D0, D1, EVEN_K)
+        p = tl.math.exp2(_dot_head(q, k, PRECISION) * scale_log2 - lse2[:, None])
         if ON_DIAGONAL:
             p = tl.where(offs_q[:, None] >= offs_k[None, :], p, 0.0)
         if not EVEN_K:
             p = tl.where(offs_k[None, :] < N_K, p, 0.0)
-        ds = p * (_dot(do, tl.trans(v), PRECISION) - delta[:, None])
-        dq += _dot(ds.to(k.dtype), k, PRECISION)
+        ds = p * (_dot_head(do, v, PRECISION) - delta[:, None])
+        dq = _acc_head(dq, ds.to(k[0].dtype), k, PRECISION)
     return dq
 
 
@@ -559,7 +652,8 @@ def _bwd_dq_kernel(
     scale,
     scale_log2,
     D: tl.constexpr,
-    D_PAD: tl.constexpr,
+    D0: tl.constexpr,
+    D1: tl.constexpr,
     IS_CAUSAL: tl.constexpr,
     PRECISION: tl.constexpr,
     BLOCK_Q: tl.constexpr,
@@ -572,12 +666,11 @@ def _bwd_dq_kernel(
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
     batch = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
-    offs_d = tl.arange(0, D_PAD)
     K, V = K + batch * stride_kb, V + batch * stride_vb
-    q = _load_tile(Q + batch * stride_qb, offs_q, offs_d, stride_qn, stride_qd, N_Q, D, EVEN_Q)
-    do = _load_tile(dO + batch * stride_dob, offs_q, offs_d, stride_don, stride_dod, N_Q, D, EVEN_Q)
+    q = _load_head(Q + batch * stride_qb, offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
+    do = _load_head(dO + batch * stride_dob, offs_q, stride_don, stride_dod, N_Q, D, D0, D1, EVEN_Q)
     lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
-    dq = tl.zeros([BLOCK_Q, D_PAD], dtype=tl.float32)
+    dq = _zeros_head(BLOCK_Q, D0, D1)
     if IS_CAUSAL:
         # keys below the tile's first query: no mask; keys on its diagonal (BLOCK_Q is a multiple of
         # BLOCK_K): masked; later keys are invisible
@@ -590,7 +683,6 @@ def _bwd_dq_kernel(
             K,
             V,
             offs_q,
-            offs_d,
             stride_kn,
             stride_kd,
             stride_vn,
@@ -600,6 +692,8 @@ def _bwd_dq_kernel(
             N_K,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_K,
             False,
             True,
@@ -614,7 +708,6 @@ def _bwd_dq_kernel(
             K,
             V,
             offs_q,
-            offs_d,
             stride_kn,
             stride_kd,
             stride_vn,
@@ -624,6 +717,8 @@ def _bwd_dq_kernel(
             N_K,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_K,
             True,
             EVEN_K,
@@ -639,7 +734,6 @@ def _bwd_dq_kernel(
             K,
             V,
             offs_q,
-            offs_d,
             stride_kn,
             stride_kd,
             stride_vn,
@@ -649,19 +743,21 @@ def _bwd_dq_kernel(
             N_K,
             scale_log2,
             D,
+            D0,
+            D1,
             BLOCK_K,
             False,
             EVEN_K,
             PRECISION,
         )
-    _store_tile(dQ + batch * stride_qb, dq * scale, offs_q, offs_d, stride_qn, stride_qd, N_Q, D)
+    _store_head(dQ + batch * stride_qb, _scale_head(dq, scale), offs_q, stride_qn, stride_qd, N_Q, D)
 
 
 def _tuned(kernel, configs):
     even = triton.heuristics(
         {"EVEN_Q": lambda a: a["N_Q"] % a["BLOCK_Q"] == 0, "EVEN_K": lambda a: a["N_K"] % a["BLOCK_K"] == 0}
     )
-    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D_PAD", "IS_CAUSAL"], do_bench=_tune_bench)(
+    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D0", "D1", "IS_CAUSAL"], do_bench=_tune_bench)(
         even(kernel)
     )
 
@@ -673,10 +769,11 @@ def _tuned(kernel, configs):
 # minutes to compile, so fp32 is tuned over small tiles only; in the H100 sweep that left our fp32
 # backward slower than naive attention on cuBLAS's SGEMM from d = 64 at long sequences. A wider
 # search at d = 128 (bf16, seq 65536: 12 / 16 / 16 configurations) found no kernel more than 1% faster.
+# dK/dV's 8 warps: at d = 80 (64 + 16) its 32 x 128 tile spills 4 warps' registers but not 8's.
 KERNELS = {  # tiles and settings: the best few of a wider search at the leaderboard shape on an H100
     torch.bfloat16: (
         _tuned(_fwd_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
-        _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4], stages=[2, 3, 4])),
+        _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4, 8], stages=[2, 3, 4])),
         _tuned(_bwd_dq_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
     ),
     torch.float32: (
@@ -705,6 +802,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         O = torch.empty_like(Q)
         L = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
         scale = 1.0 / math.sqrt(d)
+        d0, d1 = head_blocks(d)
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)  # noqa: E731
         fwd_kernel = KERNELS[Q.dtype][0]
         fwd_kernel[grid](
@@ -722,7 +820,8 @@ class FlashAttentionTriton(torch.autograd.Function):
             n_k,
             scale * LOG2E,
             D=d,
-            D_PAD=max(16, triton.next_power_of_2(d)),
+            D0=d0,
+            D1=d1,
             IS_CAUSAL=is_causal,
             PRECISION=_precision(Q),
         )
@@ -738,15 +837,15 @@ class FlashAttentionTriton(torch.autograd.Function):
         dO = dO.contiguous()
         batch, n_q, d = Q.shape
         n_k = K.shape[1]
-        d_pad = max(16, triton.next_power_of_2(d))
+        d0, d1 = head_blocks(d)
         scale = 1.0 / math.sqrt(d)
         delta = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
         _bwd_preprocess[(triton.cdiv(n_q, 64), batch)](
-            O, dO, delta, *O.stride(), *dO.stride(), n_q, D=d, D_PAD=d_pad, BLOCK=64
+            O, dO, delta, *O.stride(), *dO.stride(), n_q, D=d, D0=d0, D1=d1, BLOCK=64
         )
         dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)
         common = (*Q.stride(), *K.stride(), *V.stride(), *dO.stride(), *L.stride(), n_q, n_k, scale, scale * LOG2E)
-        flags = dict(D=d, D_PAD=d_pad, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
+        flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
         _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
         dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), batch)](
             Q, K, V, dO, L, delta, dK, dV, *common, **flags

@@ -1,0 +1,74 @@
+"""Interleaved A/B of head sizes that are not a power of two: our kernels holding the head as
+column blocks (this commit; d = 80 as 64 + 16) against the same kernels padding the head to a
+power of two (the file at the commit given as argv[1]; d = 80 padded to 128), with SDPA cuDNN and
+SDPA flash beside them. Shapes: the 2.7B model's attention (batch 4 x 32 heads, context 512 and
+1024, d = 80) and the leaderboard shape (d = 64, where both hold one block). Each round times
+every implementation once, launched (do_bench) and as a replayed CUDA graph (do_bench_cudagraph);
+five rounds, medians.
+
+    python notes/flash_hopper/ab_heads.py f8989f6
+"""
+
+import importlib.util
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, "notes/flash_hopper")
+import torch
+from common import sdpa
+from torch.nn.attention import SDPBackend
+from triton.testing import do_bench, do_bench_cudagraph
+
+from lmperf.attention.flash_triton import FlashAttentionTriton
+
+
+def padded_kernels(commit):
+    path = "/tmp/flash_padded.py"  # Triton compiles @jit functions from a file
+    with open(path, "w") as f:
+        f.write(subprocess.check_output(["git", "show", f"{commit}:src/lmperf/attention/flash_triton.py"], text=True))
+    spec = importlib.util.spec_from_file_location("flash_padded", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FlashAttentionTriton
+
+
+cudnn, flash = sdpa(SDPBackend.CUDNN_ATTENTION), sdpa(SDPBackend.FLASH_ATTENTION)
+IMPLEMENTATIONS = {
+    "blocks": FlashAttentionTriton.apply,
+    "padded": padded_kernels(sys.argv[1]).apply,
+    "sdpa_cudnn": lambda q, k, v, c: cudnn(q, k, v),
+    "sdpa_flash": lambda q, k, v, c: flash(q, k, v),
+}
+SHAPES = [(128, 512, 80), (128, 1024, 80), (16, 16384, 64)]
+
+
+def passes(fn, q, k, v):
+    def forward():
+        with torch.no_grad():
+            fn(q, k, v, True)
+
+    def forward_backward():
+        fn(q, k, v, True).sum().backward()
+
+    return {"forward": forward, "forward_backward": forward_backward}
+
+
+for batch, seq, d in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(seq + d)
+    q, k, v = (
+        torch.randn(batch, seq, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_() for _ in "qkv"
+    )
+    out = {name: fn(q, k, v, True) for name, fn in IMPLEMENTATIONS.items()}  # autotune, compile
+    worst = max((out[n].float() - out["sdpa_cudnn"].float()).abs().max().item() for n in ("blocks", "padded"))
+    times = {}
+    for _ in range(5):
+        for name, fn in IMPLEMENTATIONS.items():
+            for pass_, run in passes(fn, q, k, v).items():
+                for mode, bench in (("launched", do_bench), ("graphed", do_bench_cudagraph)):
+                    kw = dict(warmup=25) if mode == "launched" else {}
+                    ms = bench(run, rep=200, grad_to_none=[q, k, v], return_mode="median", **kw)
+                    times.setdefault((pass_, mode, name), []).append(ms)
+    print(f"\nbatch*heads {batch} seq {seq} d {d}  (max |O - cuDNN| of ours: {worst:.3g})")
+    for (pass_, mode, name), xs in sorted(times.items()):
+        print(f"{pass_:>16} {mode:>8} {name:>10} {statistics.median(xs):8.4f} ms  [{min(xs):.4f}, {max(xs):.4f}]")
