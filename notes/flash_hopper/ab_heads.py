@@ -3,8 +3,8 @@ column blocks (this commit; d = 80 as 64 + 16) against the same kernels padding 
 power of two (the file at the commit given as argv[1]; d = 80 padded to 128), with SDPA cuDNN and
 SDPA flash beside them. Shapes: the 2.7B model's attention (batch 4 x 32 heads, context 512 and
 1024, d = 80) and the leaderboard shape (d = 64, where both hold one block). Each round times
-every implementation once, launched (do_bench) and as a replayed CUDA graph (do_bench_cudagraph);
-five rounds, medians.
+every implementation once, launched (do_bench) and as a replayed CUDA graph (lmperf's
+capture_graph, replays timed by do_bench); five rounds, medians.
 
     python notes/flash_hopper/ab_heads.py f8989f6
 """
@@ -18,9 +18,10 @@ sys.path.insert(0, "notes/flash_hopper")
 import torch
 from common import sdpa
 from torch.nn.attention import SDPBackend
-from triton.testing import do_bench, do_bench_cudagraph
+from triton.testing import do_bench
 
 from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.measure.timing import capture_graph
 
 
 def padded_kernels(commit):
@@ -49,6 +50,7 @@ def passes(fn, q, k, v):
             fn(q, k, v, True)
 
     def forward_backward():
+        q.grad = k.grad = v.grad = None
         fn(q, k, v, True).sum().backward()
 
     return {"forward": forward, "forward_backward": forward_backward}
@@ -61,14 +63,15 @@ for batch, seq, d in SHAPES:
     )
     out = {name: fn(q, k, v, True) for name, fn in IMPLEMENTATIONS.items()}  # autotune, compile
     worst = max((out[n].float() - out["sdpa_cudnn"].float()).abs().max().item() for n in ("blocks", "padded"))
+    steps = {}
+    for name, fn in IMPLEMENTATIONS.items():
+        for pass_, run in passes(fn, q, k, v).items():
+            steps[pass_, "launched", name] = run
+            steps[pass_, "graphed", name] = capture_graph(run, torch.device("cuda"))
     times = {}
     for _ in range(5):
-        for name, fn in IMPLEMENTATIONS.items():
-            for pass_, run in passes(fn, q, k, v).items():
-                for mode, bench in (("launched", do_bench), ("graphed", do_bench_cudagraph)):
-                    kw = dict(warmup=25) if mode == "launched" else {}
-                    ms = bench(run, rep=200, grad_to_none=[q, k, v], return_mode="median", **kw)
-                    times.setdefault((pass_, mode, name), []).append(ms)
+        for key, run in steps.items():
+            times.setdefault(key, []).append(do_bench(run, warmup=25, rep=200, return_mode="median"))
     print(f"\nbatch*heads {batch} seq {seq} d {d}  (max |O - cuDNN| of ours: {worst:.3g})")
     for (pass_, mode, name), xs in sorted(times.items()):
         print(f"{pass_:>16} {mode:>8} {name:>10} {statistics.median(xs):8.4f} ms  [{min(xs):.4f}, {max(xs):.4f}]")
