@@ -21,7 +21,7 @@ from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
 from lmperf.attention.flash_triton import FlashAttentionTriton
-from lmperf.measure.timing import capture_graph
+from lmperf.measure.timing import GraphUnavailable, capture_graph
 
 
 def padded_kernels(commit):
@@ -63,11 +63,17 @@ for batch, seq, d in SHAPES:
     )
     out = {name: fn(q, k, v, True) for name, fn in IMPLEMENTATIONS.items()}  # autotune, compile
     worst = max((out[n].float() - out["sdpa_cudnn"].float()).abs().max().item() for n in ("blocks", "padded"))
+    # The outputs' graphs hold q, k and v's gradient accumulators, which remember the stream they
+    # were made on (the default one); backward captured on another stream must make new ones.
+    del out
     steps = {}
     for name, fn in IMPLEMENTATIONS.items():
         for pass_, run in passes(fn, q, k, v).items():
             steps[pass_, "launched", name] = run
-            steps[pass_, "graphed", name] = capture_graph(run, torch.device("cuda"))
+            try:
+                steps[pass_, "graphed", name] = capture_graph(run, torch.device("cuda"))
+            except GraphUnavailable as error:
+                print(f"{pass_} {name}: {error}; cause: {str(error.__cause__.__context__).splitlines()[0]}")
     times = {}
     for _ in range(5):
         for key, run in steps.items():
