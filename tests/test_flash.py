@@ -145,3 +145,25 @@ def test_kernels_compile_for_h100_with_inductor_argument_types():
 )
 def test_head_blocks_cover_the_head_with_the_least_padding(d, blocks):
     assert head_blocks(d) == blocks
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_triton_takes_the_models_head_layout_without_copies(dtype):
+    """(batch, heads, seq, d) views of (batch, seq, heads, d) projections, as the model passes
+    them, give the float64 result; O comes back as such a view, so merging heads is free."""
+    batch, heads, n, d = 2, 3, 37, 80
+    g = torch.Generator().manual_seed(7)
+    qkv = torch.randn(batch, n, 3, heads, d, generator=g).to(DEVICE, dtype)
+    q, k, v = (t.transpose(1, 2).requires_grad_() for t in qkv.unbind(2))  # strided leaves, no copy
+    o = FlashAttentionTriton.apply(q, k, v, True)
+    assert o.shape == (batch, heads, n, d) and o.transpose(1, 2).is_contiguous()
+    grad_out = torch.randn_like(o)
+    o.backward(grad_out)
+
+    q64, k64, v64 = (t.detach().double().reshape(batch * heads, n, d).requires_grad_() for t in (q, k, v))
+    ref_o, _ = reference(q64, k64, v64, True)
+    ref_o.backward(grad_out.double().reshape(batch * heads, n, d))
+    tol = TOLERANCE[dtype]
+    assert relative_error(o.reshape(batch * heads, n, d), ref_o) < tol
+    for grad, ref_grad in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        assert relative_error(grad.reshape(batch * heads, n, d), ref_grad) < tol * 2

@@ -26,6 +26,11 @@ def _triton_function():
     return FlashAttentionTriton
 
 
+def flash_triton_attention(q, k, v, is_causal=False):
+    """Our Triton kernels take the heads axis themselves, at the model's strides: no copies."""
+    return _triton_function().apply(q, k, v, is_causal)
+
+
 def sdpa_attention(q, k, v, is_causal=False):
     """torch's scaled_dot_product_attention, free to pick its fastest backend."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
@@ -34,7 +39,7 @@ def sdpa_attention(q, k, v, is_causal=False):
 ATTENTION = {
     "naive": naive_attention,
     "annotated": annotated_attention,
-    "flash_triton": _fold_heads(_triton_function),
+    "flash_triton": flash_triton_attention,
     "flash_pytorch": _fold_heads(lambda: FlashAttentionPyTorch),
     "sdpa": sdpa_attention,
 }

@@ -12,12 +12,15 @@ import torch
 TILE = 64  # queries and keys per tile (the handout asks for at least 16 x 16)
 
 
-def check_inputs(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool) -> None:
-    if Q.dim() != 3 or K.dim() != 3 or V.dim() != 3:
-        raise ValueError(f"expected (batch, n, d) tensors, got {tuple(Q.shape)}, {tuple(K.shape)}, {tuple(V.shape)}")
-    if K.shape != V.shape or Q.shape[0] != K.shape[0] or Q.shape[2] != K.shape[2]:
+def check_inputs(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool, heads: bool = False) -> None:
+    """(batch, n, d) tensors, or (batch, heads, n, d) ones where the kernel takes heads."""
+    dims = (3, 4) if heads else (3,)
+    if not (Q.dim() == K.dim() == V.dim() and Q.dim() in dims):
+        expected = "(batch, n, d) or (batch, heads, n, d)" if heads else "(batch, n, d)"
+        raise ValueError(f"expected {expected} tensors, got {tuple(Q.shape)}, {tuple(K.shape)}, {tuple(V.shape)}")
+    if K.shape != V.shape or Q.shape[:-2] != K.shape[:-2] or Q.shape[-1] != K.shape[-1]:
         raise ValueError(f"shapes do not match: Q {tuple(Q.shape)}, K {tuple(K.shape)}, V {tuple(V.shape)}")
-    if is_causal and Q.shape[1] != K.shape[1]:
+    if is_causal and Q.shape[-2] != K.shape[-2]:
         raise ValueError("causal attention needs n_queries == n_keys")
 
 

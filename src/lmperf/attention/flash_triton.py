@@ -1,13 +1,14 @@
-"""FlashAttention-2 in Triton: forward, and a backward without atomics (preprocess D, then a dK/dV
-pass over key tiles and a dQ pass over query tiles).
+"""FlashAttention-2 in Triton: forward, and a backward without atomics (a dQ pass over query tiles,
+which also stores each row's Delta = rowsum(O * dO), then a dK/dV pass over key tiles).
 
 Shapes and saved tensors as in flash_pytorch: Q (batch, n_queries, d); K, V (batch, n_keys, d);
-saved exactly L (float32 logsumexp, (batch, n_queries)), Q, K, V, O. Any sequence length (edge
+saved exactly L (float32 logsumexp, (batch, n_queries)), Q, K, V, O. A heads axis after batch is
+taken too, at any strides (FlashAttentionTriton says why). Any sequence length (edge
 tiles are masked), any head size up to 128, fp32 and bf16. A head is held as one or two
 power-of-two column blocks (head_blocks: d = 80 is 64 + 16), so the products do no work on padding.
 
-Layout of the work follows Triton's fused-attention tutorial: one program per (query tile, batch
-element); scores in the base-2 domain (exp2, with log2(e) folded into the scale); causal work split
+Layout of the work follows Triton's fused-attention tutorial: one program per (query tile, batch x
+head); scores in the base-2 domain (exp2, with log2(e) folded into the scale); causal work split
 into tiles wholly below the diagonal (no mask) and those on it (masked); tiles wholly above the
 diagonal are never visited, and the heaviest query tiles are launched first. The dK/dV pass works
 on transposed scores (keys along rows) so that P^T and dS^T feed the next product straight from
@@ -162,6 +163,12 @@ def _acc_head(acc, x, b, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def _head(X, bh, H, stride_b, stride_h):
+    """X's (n, d) matrix of the program: grid axis 1 runs over batch x heads, bh = batch * H + head."""
+    return X + (bh // H) * stride_b + (bh % H) * stride_h
+
+
+@triton.jit
 def _heaviest_first(program, n, BLOCK: tl.constexpr, IS_CAUSAL: tl.constexpr):
     """The tile a program takes: under a causal mask the last query tiles have the most keys to
     visit, so they are handed out first and the light ones fill the tail of the launch."""
@@ -224,21 +231,26 @@ def _fwd_kernel(
     O,
     L,
     stride_qb,
+    stride_qh,
     stride_qn,
     stride_qd,
     stride_kb,
+    stride_kh,
     stride_kn,
     stride_kd,
     stride_vb,
+    stride_vh,
     stride_vn,
     stride_vd,
     stride_ob,
+    stride_oh,
     stride_on,
     stride_od,
     stride_lb,
     stride_ln,
     N_Q,
     N_K,
+    H,
     scale_log2,
     D: tl.constexpr,
     D0: tl.constexpr,
@@ -252,10 +264,10 @@ def _fwd_kernel(
 ):
     scale_log2 = tl.cast(scale_log2, tl.float32)  # under torch.compile a Python float arrives as fp64
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
-    batch = tl.program_id(1).to(tl.int64)
+    bh = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
-    q = _load_head(Q + batch * stride_qb, offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
-    K_ptr, V_ptr = K + batch * stride_kb, V + batch * stride_vb
+    q = _load_head(_head(Q, bh, H, stride_qb, stride_qh), offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
+    K_ptr, V_ptr = _head(K, bh, H, stride_kb, stride_kh), _head(V, bh, H, stride_vb, stride_vh)
 
     m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
     l = tl.zeros([BLOCK_Q], dtype=tl.float32)
@@ -339,48 +351,27 @@ def _fwd_kernel(
             PRECISION,
         )
 
-    _store_head(O + batch * stride_ob, _scale_head(acc, 1.0 / l[:, None]), offs_q, stride_on, stride_od, N_Q, D)
+    _store_head(
+        _head(O, bh, H, stride_ob, stride_oh), _scale_head(acc, 1.0 / l[:, None]), offs_q, stride_on, stride_od, N_Q, D
+    )
     lse = (m + tl.math.log2(l)) / 1.4426950408889634  # back to natural log
-    tl.store(L + batch * stride_lb + offs_q * stride_ln, lse, mask=offs_q < N_Q)
+    tl.store(L + bh * stride_lb + offs_q * stride_ln, lse, mask=offs_q < N_Q)
 
 
 @triton.jit
-def _bwd_preprocess(
-    O,
-    dO,
-    Delta,
-    stride_ob,
-    stride_on,
-    stride_od,
-    stride_dob,
-    stride_don,
-    stride_dod,
-    N_Q,
-    D: tl.constexpr,
-    D0: tl.constexpr,
-    D1: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
+def _row_delta(o, do):
     """Delta_i = sum_d O_id dO_id, the row term of dS = P * (dP - Delta)."""
-    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    batch = tl.program_id(1).to(tl.int64)
-    o = _load_head(O + batch * stride_ob, rows, stride_on, stride_od, N_Q, D, D0, D1, False)
-    do = _load_head(dO + batch * stride_dob, rows, stride_don, stride_dod, N_Q, D, D0, D1, False)
     delta = tl.sum(o[0].to(tl.float32) * do[0].to(tl.float32), 1)
-    if D1 > 0:
+    if len(o) == 2:
         delta += tl.sum(o[1].to(tl.float32) * do[1].to(tl.float32), 1)
-    tl.store(Delta + batch * N_Q + rows, delta, mask=rows < N_Q)
+    return delta
 
 
 @triton.jit
-def _row_terms(L, Delta, batch, rows, stride_lb, stride_ln, N_Q):
-    """log2-domain logsumexp and Delta of some query rows.
-
-    Past N_Q the logsumexp reads as +inf, so P = exp2(S - inf) = 0 there: no bounds mask needed.
-    """
-    lse2 = tl.load(L + batch * stride_lb + rows * stride_ln, mask=rows < N_Q, other=float("inf")) * 1.4426950408889634
-    delta = tl.load(Delta + batch * N_Q + rows, mask=rows < N_Q, other=0.0)
-    return lse2, delta
+def _row_lse2(L, bh, rows, stride_lb, stride_ln, N_Q):
+    """log2-domain logsumexp of some query rows. Past N_Q it reads as +inf, so P = exp2(S - inf) =
+    0 there: no bounds mask needed."""
+    return tl.load(L + bh * stride_lb + rows * stride_ln, mask=rows < N_Q, other=float("inf")) * 1.4426950408889634
 
 
 @triton.jit
@@ -393,7 +384,7 @@ def _dkdv_inner(
     dO,
     L,
     Delta,
-    batch,
+    bh,
     offs_k,
     stride_qn,
     stride_qd,
@@ -423,7 +414,8 @@ def _dkdv_inner(
         offs_q = q0 + tl.arange(0, BLOCK_Q)
         q = _load_head(Q, offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
         do = _load_head(dO, offs_q, stride_don, stride_dod, N_Q, D, D0, D1, EVEN_Q)
-        lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
+        lse2 = _row_lse2(L, bh, offs_q, stride_lb, stride_ln, N_Q)
+        delta = tl.load(Delta + bh * N_Q + offs_q, mask=offs_q < N_Q, other=0.0)  # stored by the dQ pass
         p_t = tl.math.exp2(_dot_head(k, q, PRECISION) * scale_log2 - lse2[None, :])
         if ON_DIAGONAL:
             p_t = tl.where(offs_q[None, :] >= offs_k[:, None], p_t, 0.0)
@@ -444,21 +436,26 @@ def _bwd_dkdv_kernel(
     dK,
     dV,
     stride_qb,
+    stride_qh,
     stride_qn,
     stride_qd,
     stride_kb,
+    stride_kh,
     stride_kn,
     stride_kd,
     stride_vb,
+    stride_vh,
     stride_vn,
     stride_vd,
     stride_dob,
+    stride_doh,
     stride_don,
     stride_dod,
     stride_lb,
     stride_ln,
     N_Q,
     N_K,
+    H,
     scale,
     scale_log2,
     D: tl.constexpr,
@@ -471,17 +468,17 @@ def _bwd_dkdv_kernel(
     EVEN_Q: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):
-    """One program per (key tile, batch element): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q.
+    """One program per (key tile, batch x head): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q.
 
     Keys past N_K load as zeros; their rows of dK and dV are never stored.
     """
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     k_start = tl.program_id(0) * BLOCK_K  # the first key tiles, with the most queries to visit, start first
-    batch = tl.program_id(1).to(tl.int64)
+    bh = tl.program_id(1).to(tl.int64)
     offs_k = k_start + tl.arange(0, BLOCK_K)
-    Q, dO = Q + batch * stride_qb, dO + batch * stride_dob
-    k = _load_head(K + batch * stride_kb, offs_k, stride_kn, stride_kd, N_K, D, D0, D1, EVEN_K)
-    v = _load_head(V + batch * stride_vb, offs_k, stride_vn, stride_vd, N_K, D, D0, D1, EVEN_K)
+    Q, dO = _head(Q, bh, H, stride_qb, stride_qh), _head(dO, bh, H, stride_dob, stride_doh)
+    k = _load_head(_head(K, bh, H, stride_kb, stride_kh), offs_k, stride_kn, stride_kd, N_K, D, D0, D1, EVEN_K)
+    v = _load_head(_head(V, bh, H, stride_vb, stride_vh), offs_k, stride_vn, stride_vd, N_K, D, D0, D1, EVEN_K)
     dk = _zeros_head(BLOCK_K, D0, D1)
     dv = _zeros_head(BLOCK_K, D0, D1)
     if IS_CAUSAL:
@@ -496,7 +493,7 @@ def _bwd_dkdv_kernel(
             dO,
             L,
             Delta,
-            batch,
+            bh,
             offs_k,
             stride_qn,
             stride_qd,
@@ -525,7 +522,7 @@ def _bwd_dkdv_kernel(
             dO,
             L,
             Delta,
-            batch,
+            bh,
             offs_k,
             stride_qn,
             stride_qd,
@@ -555,7 +552,7 @@ def _bwd_dkdv_kernel(
             dO,
             L,
             Delta,
-            batch,
+            bh,
             offs_k,
             stride_qn,
             stride_qd,
@@ -575,8 +572,8 @@ def _bwd_dkdv_kernel(
             EVEN_Q,
             PRECISION,
         )
-    _store_head(dK + batch * stride_kb, _scale_head(dk, scale), offs_k, stride_kn, stride_kd, N_K, D)
-    _store_head(dV + batch * stride_vb, dv, offs_k, stride_vn, stride_vd, N_K, D)
+    _store_head(_head(dK, bh, H, stride_kb, stride_kh), _scale_head(dk, scale), offs_k, stride_kn, stride_kd, N_K, D)
+    _store_head(_head(dV, bh, H, stride_vb, stride_vh), dv, offs_k, stride_vn, stride_vd, N_K, D)
 
 
 @triton.jit
@@ -629,26 +626,36 @@ def _bwd_dq_kernel(
     Q,
     K,
     V,
+    O,
     dO,
     L,
     Delta,
     dQ,
     stride_qb,
+    stride_qh,
     stride_qn,
     stride_qd,
     stride_kb,
+    stride_kh,
     stride_kn,
     stride_kd,
     stride_vb,
+    stride_vh,
     stride_vn,
     stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_on,
+    stride_od,
     stride_dob,
+    stride_doh,
     stride_don,
     stride_dod,
     stride_lb,
     stride_ln,
     N_Q,
     N_K,
+    H,
     scale,
     scale_log2,
     D: tl.constexpr,
@@ -661,15 +668,22 @@ def _bwd_dq_kernel(
     EVEN_Q: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):
-    """One program per (query tile, batch element): dQ = scale * sum_k dS K."""
+    """One program per (query tile, batch x head): dQ = scale * sum_k dS K.
+
+    It runs before the dK/dV pass and stores each row's Delta for it: the dO tile is loaded here
+    anyway, so Delta costs a read of O's tile rather than a kernel that reads O and dO again.
+    """
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
-    batch = tl.program_id(1).to(tl.int64)
+    bh = tl.program_id(1).to(tl.int64)
     offs_q = q_start + tl.arange(0, BLOCK_Q)
-    K, V = K + batch * stride_kb, V + batch * stride_vb
-    q = _load_head(Q + batch * stride_qb, offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
-    do = _load_head(dO + batch * stride_dob, offs_q, stride_don, stride_dod, N_Q, D, D0, D1, EVEN_Q)
-    lse2, delta = _row_terms(L, Delta, batch, offs_q, stride_lb, stride_ln, N_Q)
+    K, V = _head(K, bh, H, stride_kb, stride_kh), _head(V, bh, H, stride_vb, stride_vh)
+    q = _load_head(_head(Q, bh, H, stride_qb, stride_qh), offs_q, stride_qn, stride_qd, N_Q, D, D0, D1, EVEN_Q)
+    do = _load_head(_head(dO, bh, H, stride_dob, stride_doh), offs_q, stride_don, stride_dod, N_Q, D, D0, D1, EVEN_Q)
+    o = _load_head(_head(O, bh, H, stride_ob, stride_oh), offs_q, stride_on, stride_od, N_Q, D, D0, D1, EVEN_Q)
+    delta = _row_delta(o, do)
+    tl.store(Delta + bh * N_Q + offs_q, delta, mask=offs_q < N_Q)
+    lse2 = _row_lse2(L, bh, offs_q, stride_lb, stride_ln, N_Q)
     dq = _zeros_head(BLOCK_Q, D0, D1)
     if IS_CAUSAL:
         # keys below the tile's first query: no mask; keys on its diagonal (BLOCK_Q is a multiple of
@@ -750,7 +764,7 @@ def _bwd_dq_kernel(
             EVEN_K,
             PRECISION,
         )
-    _store_head(dQ + batch * stride_qb, _scale_head(dq, scale), offs_q, stride_qn, stride_qd, N_Q, D)
+    _store_head(_head(dQ, bh, H, stride_qb, stride_qh), _scale_head(dq, scale), offs_q, stride_qn, stride_qd, N_Q, D)
 
 
 def _tuned(kernel, configs):
@@ -789,35 +803,58 @@ def _precision(t: torch.Tensor) -> str:
     return "ieee" if t.dtype == torch.float32 else "tf32"
 
 
+def _dense(x: torch.Tensor) -> bool:
+    """x fills its storage without gaps, so empty_like(x) shares its strides: the gradients, laid
+    out like their inputs, can be indexed with the inputs' strides."""
+    return torch.empty_like(x, device="meta").stride() == x.stride()
+
+
+def _strides(x: torch.Tensor) -> tuple[int, int, int, int]:
+    """(batch, head, row, column) strides of a (batch, n, d) or (batch, heads, n, d) tensor."""
+    return x.stride() if x.dim() == 4 else (x.stride(0), 0, x.stride(1), x.stride(2))
+
+
 class FlashAttentionTriton(torch.autograd.Function):
+    """Q (batch, n_queries, d), K and V (batch, n_keys, d); or all with a heads axis after batch.
+
+    With heads, any strides: the model's (batch, seq, heads, d) projections viewed as (batch,
+    heads, seq, d) are read in place, and O is laid out as (batch, seq, heads, d) behind a
+    (batch, heads, seq, d) view, so merging the heads back is a view too. No copies either way.
+    """
+
     @staticmethod
     def forward(ctx, Q, K, V, is_causal=False):
-        check_inputs(Q, K, V, is_causal)
-        batch, n_q, d = Q.shape
-        n_k = K.shape[1]
+        check_inputs(Q, K, V, is_causal, heads=True)
+        Q, K, V = (x if _dense(x) else x.contiguous() for x in (Q, K, V))
+        *lead, n_q, d = Q.shape
+        n_k, heads = K.shape[-2], Q.shape[1] if Q.dim() == 4 else 1
         if d > 128:
             raise ValueError(f"head size {d} > 128 is not supported")
         if Q.dtype not in KERNELS:
             raise ValueError(f"dtype {Q.dtype} is not supported: bf16 or fp32")
-        O = torch.empty_like(Q)
-        L = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
+        if Q.dim() == 4:
+            O = Q.new_empty(lead[0], n_q, heads, d).transpose(1, 2)
+        else:
+            O = torch.empty_like(Q)
+        L = Q.new_empty(*lead, n_q, dtype=torch.float32)
         scale = 1.0 / math.sqrt(d)
         d0, d1 = head_blocks(d)
-        grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)  # noqa: E731
+        bh = math.prod(lead)
         fwd_kernel = KERNELS[Q.dtype][0]
-        fwd_kernel[grid](
+        fwd_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
             Q,
             K,
             V,
             O,
             L,
-            *Q.stride(),
-            *K.stride(),
-            *V.stride(),
-            *O.stride(),
-            *L.stride(),
+            *_strides(Q),
+            *_strides(K),
+            *_strides(V),
+            *_strides(O),
+            *L.stride()[-2:],
             n_q,
             n_k,
+            heads,
             scale * LOG2E,
             D=d,
             D0=d0,
@@ -834,21 +871,22 @@ class FlashAttentionTriton(torch.autograd.Function):
         L, Q, K, V, O = ctx.saved_tensors
         # o.sum().backward() hands over an expanded dO (all strides 0): loads that cannot be
         # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
-        dO = dO.contiguous()
-        batch, n_q, d = Q.shape
-        n_k = K.shape[1]
+        if 0 in dO.stride() or dO.stride(-1) != 1:
+            dO = dO.contiguous()
+        *lead, n_q, d = Q.shape
+        n_k, heads, bh = K.shape[-2], Q.shape[1] if Q.dim() == 4 else 1, math.prod(lead)
         d0, d1 = head_blocks(d)
         scale = 1.0 / math.sqrt(d)
-        delta = torch.empty(batch, n_q, device=Q.device, dtype=torch.float32)
-        _bwd_preprocess[(triton.cdiv(n_q, 64), batch)](
-            O, dO, delta, *O.stride(), *dO.stride(), n_q, D=d, D0=d0, D1=d1, BLOCK=64
-        )
-        dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)
-        common = (*Q.stride(), *K.stride(), *V.stride(), *dO.stride(), *L.stride(), n_q, n_k, scale, scale * LOG2E)
+        delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
+        dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)  # with Q, K, V's strides
+        strides = (*_strides(Q), *_strides(K), *_strides(V))
+        rest = (*_strides(dO), *L.stride()[-2:], n_q, n_k, heads, scale, scale * LOG2E)
         flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
         _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
-        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), batch)](
-            Q, K, V, dO, L, delta, dK, dV, *common, **flags
+        dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
+            Q, K, V, O, dO, L, delta, dQ, *strides, *_strides(O), *rest, **flags
         )
-        dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), batch)](Q, K, V, dO, L, delta, dQ, *common, **flags)
+        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
+            Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
+        )
         return dQ, dK, dV, None
