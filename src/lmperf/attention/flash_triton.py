@@ -809,6 +809,12 @@ def _dense(x: torch.Tensor) -> bool:
     return torch.empty_like(x, device="meta").stride() == x.stride()
 
 
+def _dims(Q: torch.Tensor, K: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """(batch x heads, heads, n_queries, n_keys, d) of (batch, n, d) or (batch, heads, n, d) inputs."""
+    *lead, n_q, d = Q.shape
+    return math.prod(lead), (Q.shape[1] if Q.dim() == 4 else 1), n_q, K.shape[-2], d
+
+
 def _strides(x: torch.Tensor) -> tuple[int, int, int, int]:
     """(batch, head, row, column) strides of a (batch, n, d) or (batch, heads, n, d) tensor."""
     return x.stride() if x.dim() == 4 else (x.stride(0), 0, x.stride(1), x.stride(2))
@@ -826,20 +832,18 @@ class FlashAttentionTriton(torch.autograd.Function):
     def forward(ctx, Q, K, V, is_causal=False):
         check_inputs(Q, K, V, is_causal, heads=True)
         Q, K, V = (x if _dense(x) else x.contiguous() for x in (Q, K, V))
-        *lead, n_q, d = Q.shape
-        n_k, heads = K.shape[-2], Q.shape[1] if Q.dim() == 4 else 1
+        bh, heads, n_q, n_k, d = _dims(Q, K)
         if d > 128:
             raise ValueError(f"head size {d} > 128 is not supported")
         if Q.dtype not in KERNELS:
             raise ValueError(f"dtype {Q.dtype} is not supported: bf16 or fp32")
         if Q.dim() == 4:
-            O = Q.new_empty(lead[0], n_q, heads, d).transpose(1, 2)
+            O = Q.new_empty(Q.shape[0], n_q, heads, d).transpose(1, 2)
         else:
             O = torch.empty_like(Q)
-        L = Q.new_empty(*lead, n_q, dtype=torch.float32)
+        L = Q.new_empty(Q.shape[:-1], dtype=torch.float32)
         scale = 1.0 / math.sqrt(d)
         d0, d1 = head_blocks(d)
-        bh = math.prod(lead)
         fwd_kernel = KERNELS[Q.dtype][0]
         fwd_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
             Q,
@@ -873,8 +877,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
         if 0 in dO.stride() or dO.stride(-1) != 1:
             dO = dO.contiguous()
-        *lead, n_q, d = Q.shape
-        n_k, heads, bh = K.shape[-2], Q.shape[1] if Q.dim() == 4 else 1, math.prod(lead)
+        bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
         scale = 1.0 / math.sqrt(d)
         delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
