@@ -8,7 +8,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from lmperf.attention import flash_triton
+from lmperf.attention import flash_gluon, flash_triton
 
 TARGET = GPUTarget("cuda", 90, 32)
 POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {"L": "*fp32", "Delta": "*fp32"}
@@ -43,3 +43,6 @@ if __name__ == "__main__":
         compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
+    for d, causal in ((64, True), (128, False)):  # the Hopper forward, in Gluon
+        compiled = flash_gluon.compile_for_sm90(d, causal)
+        print(f"gluon forward d={d} causal={causal} shared={compiled.metadata.shared}")

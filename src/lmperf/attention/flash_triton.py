@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 import triton.testing
 
+from lmperf.attention import flash_gluon
 from lmperf.attention.flash_pytorch import check_inputs
 
 LOG2E = 1.4426950408889634
@@ -820,6 +821,35 @@ def _strides(x: torch.Tensor) -> tuple[int, int, int, int]:
     return x.stride() if x.dim() == 4 else (x.stride(0), 0, x.stride(1), x.stride(2))
 
 
+def _portable_forward(Q, K, V, O, L, is_causal: bool) -> None:
+    """The forward on any GPU (and the interpreter): autotuned tiles, one program per query tile."""
+    bh, heads, n_q, n_k, d = _dims(Q, K)
+    scale = 1.0 / math.sqrt(d)
+    d0, d1 = head_blocks(d)
+    fwd_kernel = KERNELS[Q.dtype][0]
+    fwd_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
+        Q,
+        K,
+        V,
+        O,
+        L,
+        *_strides(Q),
+        *_strides(K),
+        *_strides(V),
+        *_strides(O),
+        *L.stride()[-2:],
+        n_q,
+        n_k,
+        heads,
+        scale * LOG2E,
+        D=d,
+        D0=d0,
+        D1=d1,
+        IS_CAUSAL=is_causal,
+        PRECISION=_precision(Q),
+    )
+
+
 class FlashAttentionTriton(torch.autograd.Function):
     """Q (batch, n_queries, d), K and V (batch, n_keys, d); or all with a heads axis after batch.
 
@@ -842,30 +872,11 @@ class FlashAttentionTriton(torch.autograd.Function):
         else:
             O = torch.empty_like(Q)
         L = Q.new_empty(Q.shape[:-1], dtype=torch.float32)
-        scale = 1.0 / math.sqrt(d)
-        d0, d1 = head_blocks(d)
-        fwd_kernel = KERNELS[Q.dtype][0]
-        fwd_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
-            Q,
-            K,
-            V,
-            O,
-            L,
-            *_strides(Q),
-            *_strides(K),
-            *_strides(V),
-            *_strides(O),
-            *L.stride()[-2:],
-            n_q,
-            n_k,
-            heads,
-            scale * LOG2E,
-            D=d,
-            D0=d0,
-            D1=d1,
-            IS_CAUSAL=is_causal,
-            PRECISION=_precision(Q),
-        )
+        heads4 = [x if x.dim() == 4 else x.unsqueeze(1) for x in (Q, K, V, O)]
+        if not INTERPRET and not flash_gluon.unsupported(*heads4[:3]):
+            flash_gluon.forward(*heads4, L, is_causal)  # Hopper: softmax overlapped with the products
+        else:
+            _portable_forward(Q, K, V, O, L, is_causal)
         ctx.save_for_backward(L, Q, K, V, O)
         ctx.is_causal = is_causal
         return O

@@ -1,0 +1,269 @@
+"""The FlashAttention forward for Hopper (sm_90), in Gluon: the softmax of one key tile runs while the
+tensor cores compute the previous tile's P V, as in FlashAttention-3.
+
+Why Gluon: Triton's ``tl.dot`` waits for each wgmma as soon as it is issued, so the softmax and the
+products take turns (notes/flash-hopper.md, variants 3 and 4). Here each step issues S_j = Q K_j^T
+and O += P_{j-1} V_{j-1} asynchronously, waits for S_j alone, computes the online softmax of S_j
+while the P V product runs, then waits for it and rescales O. Q stays in registers; K and V tiles
+arrive by TMA into a ring of ``STAGES`` shared-memory buffers, each refilled once the product that
+reads it has completed. One warpgroup per program (64 query rows), two programs per SM.
+
+Same outputs as the portable kernel (``flash_triton``): O, and L the natural-log logsumexp, so its
+backward takes over unchanged. Used where ``unsupported()`` has no objection: an sm_90 GPU, bf16 or
+fp16, d of 64 or 128, as many keys as queries, a multiple of 128, and rows that a 2-D TMA
+descriptor can address (the model's (batch, seq, heads, d) projections can).
+"""
+
+import math
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+LOG2E = 1.4426950408889634
+BLOCK_M, BLOCK_N, STAGES, NUM_WARPS = 64, 128, 2, 4  # the best of 9 configurations (notes/flash-hopper.md)
+GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+@gluon.jit
+def _load_tile(desc, row, col, bar, dst, pred):
+    mbarrier.expect(bar, desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, [row, col], bar, dst, pred=pred)
+
+
+@gluon.jit
+def _origin(bh, H, rows_per_batch, stride_h, row_len):
+    """(row, column) of head bh's first element in its tensor viewed as rows of row_len elements."""
+    offset = (bh % H) * stride_h
+    return (bh // H) * rows_per_batch + offset // row_len, offset % row_len
+
+
+@gluon.jit
+def _softmax(s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr):
+    """One online-softmax step on raw scores: (P, alpha, m, l), the row max m in log2 units."""
+    if MASK:
+        keys = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        s = gl.where(q_rows[:, None] >= keys[None, :], s, float("-inf"))
+    m_new = gl.maximum(m, gl.max(s, 1) * scale_log2)
+    p = gl.exp2(s * scale_log2 - m_new[:, None])  # the scale folded into one FFMA (variant 1)
+    alpha = gl.exp2(m - m_new)
+    return p, alpha, m_new, l * alpha + gl.sum(p, 1)
+
+
+@gluon.jit
+def _fwd_kernel(
+    q_desc,
+    k_desc,
+    v_desc,
+    O,
+    L,
+    N,
+    H,
+    q_rows_b,
+    q_stride_h,
+    q_row_len,
+    k_rows_b,
+    k_stride_h,
+    k_row_len,
+    v_rows_b,
+    v_stride_h,
+    v_row_len,
+    stride_ob,
+    stride_oh,
+    stride_on,
+    scale_log2,
+    IS_CAUSAL: gl.constexpr,
+    STAGES: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    dtype: gl.constexpr = q_desc.dtype
+
+    q0 = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M  # heaviest causal tiles first
+    bh = gl.program_id(1)
+    q_row, q_col = _origin(bh, H, q_rows_b, q_stride_h, q_row_len)
+    k_row, k_col = _origin(bh, H, k_rows_b, k_stride_h, k_row_len)
+    v_row, v_col = _origin(bh, H, v_rows_b, v_stride_h, v_row_len)
+
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, D, 16]
+    )
+    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+
+    if IS_CAUSAL:
+        n_tiles = gl.cdiv(q0 + BLOCK_M, BLOCK_N)
+        first_masked = q0 // BLOCK_N  # key tiles from here on cross the diagonal
+    else:
+        n_tiles = gl.cdiv(N, BLOCK_N)
+        first_masked = n_tiles
+
+    _load_tile(q_desc, q_row + q0, q_col, q_bar, q_smem, True)
+    for i in gl.static_range(STAGES):
+        _load_tile(k_desc, k_row + i * BLOCK_N, k_col, k_bars.index(i), k_smem.index(i), i < n_tiles)
+        _load_tile(v_desc, v_row + i * BLOCK_N, v_col, v_bars.index(i), v_smem.index(i), i < n_tiles)
+
+    q_rows = q0 + gl.arange(0, BLOCK_M, layout=row_s)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    acc = gl.zeros([BLOCK_M, D], gl.float32, o_layout)
+    m = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
+    l = gl.zeros([BLOCK_M], gl.float32, row_s)
+
+    # key tile 0: nothing to overlap with yet
+    mbarrier.wait(q_bar, 0)
+    q = q_smem.load(q_layout)  # in registers, each S = Q K^T reads only K from shared memory
+    mbarrier.wait(k_bars.index(0), 0)
+    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    _load_tile(k_desc, k_row + STAGES * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), STAGES < n_tiles)
+    p, alpha, m, l = _softmax(s, m, l, q_rows, 0, scale_log2, BLOCK_N, IS_CAUSAL, s_layout)
+    p = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_tiles):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
+        refill = j + STAGES < n_tiles
+        _load_tile(k_desc, k_row + (j + STAGES) * BLOCK_N, k_col, k_bars.index(slot), k_smem.index(slot), refill)
+        if j >= first_masked:
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
+        else:
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+        refill = j - 1 + STAGES < n_tiles
+        _load_tile(v_desc, v_row + (j - 1 + STAGES) * BLOCK_N, v_col, v_bars.index(prev), v_smem.index(prev), refill)
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        p = gl.convert_layout(p_new.to(dtype), p_layout)
+
+    last = (n_tiles - 1) % STAGES
+    mbarrier.wait(v_bars.index(last), ((n_tiles - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+
+    out = acc / gl.convert_layout(l, row_o)[:, None]
+    rows = q0 + gl.arange(0, BLOCK_M, layout=row_o)
+    cols = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    O += (bh // H) * stride_ob + (bh % H) * stride_oh
+    gl.store(O + rows[:, None] * stride_on + cols[None, :], out.to(dtype))
+    gl.store(L + bh * N + q_rows, (m + gl.log2(l)) * 0.6931471805599453)  # log2 to natural log
+
+
+def _shared_layout(block: list[int], dtype) -> gl.NVMMASharedLayout:
+    return gl.NVMMASharedLayout.get_default_for(block, dtype)
+
+
+def _as_rows(x: torch.Tensor, block: int):
+    """x (batch, heads, n, d) as a TMA descriptor over rows of x.stride(2) elements, and the numbers
+    that place head (b, h) in it: rows per batch, the head stride, the row length."""
+    batch, heads, n, d = x.shape
+    row_len = x.stride(2)
+    rows = ((batch - 1) * x.stride(0) + (heads - 1) * x.stride(1)) // row_len + n
+    desc = TensorDescriptor(
+        x, [rows, row_len], [row_len, 1], [block, d], _shared_layout([block, d], GL_DTYPES[x.dtype])
+    )
+    return desc, x.stride(0) // row_len, x.stride(1), row_len
+
+
+def _addressable(x: torch.Tensor) -> bool:
+    """Every head's (n, d) block is rows of one 2-D view: row stride stride(2), a head inside one row."""
+    batch, heads, n, d = x.shape
+    sb, sh, row_len, sd = x.stride()
+    # 16-byte alignment (TMA): the caching allocator aligns storages, so the offset decides
+    if sd != 1 or row_len < d or row_len % 8 or x.storage_offset() % 8 or sb % row_len:
+        return False
+    return sh % row_len == 0 or (heads - 1) * sh + d <= row_len
+
+
+def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
+    """Why the Gluon forward cannot take these (batch, heads, n, d) inputs ('' if it can)."""
+    if Q.device.type != "cuda" or torch.cuda.get_device_capability(Q.device) != (9, 0):
+        return "needs an sm_90 (Hopper) GPU"
+    if Q.dtype not in GL_DTYPES:
+        return f"dtype {Q.dtype}: bf16 or fp16 only"
+    n, d = Q.shape[-2:]
+    if d not in (64, 128):
+        return f"head size {d}: 64 or 128 only"
+    if K.shape[-2] != n or n % BLOCK_N:
+        return f"{n} queries and {K.shape[-2]} keys: equal, and a multiple of {BLOCK_N}"
+    if not all(_addressable(x) for x in (Q, K, V)):
+        return "a layout that one 2-D TMA descriptor cannot address"
+    return ""
+
+
+@torch.library.custom_op("lmperf::gluon_attention_forward", mutates_args=("O", "L"))
+def forward(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool
+) -> None:
+    """Write attention of (batch, heads, n, d) Q, K, V into O (any strides) and its logsumexp into
+    L (batch, heads, n), contiguous. Call only where ``unsupported`` returns ''.
+
+    A custom op, so that torch.compile calls it as it is rather than tracing the launch of a
+    Gluon kernel and its host-side TMA descriptors."""
+    batch, heads, n, d = Q.shape
+    q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, BLOCK_N), _as_rows(V, BLOCK_N)
+    _fwd_kernel[(n // BLOCK_M, batch * heads)](
+        q[0],
+        k[0],
+        v[0],
+        O,
+        L,
+        n,
+        heads,
+        *q[1:],
+        *k[1:],
+        *v[1:],
+        *O.stride()[:3],
+        LOG2E / math.sqrt(d),
+        IS_CAUSAL=is_causal,
+        STAGES=STAGES,
+        num_warps=NUM_WARPS,
+    )
+
+
+def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
+    """Compile the kernel for an H100 on any machine (no GPU needed): the tests' check that it builds."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    fn, signature = _fwd_kernel, {}
+    for arg in fn.arg_names:
+        if arg.endswith("_desc"):
+            block = [BLOCK_M if arg == "q_desc" else BLOCK_N, d]
+            signature[arg] = f"tensordesc<{name}{block},{_shared_layout(block, GL_DTYPES[dtype])!r}>"
+        else:
+            signature[arg] = {"O": f"*{name}", "L": "*fp32", "scale_log2": "fp32"}.get(arg, "i32")
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": NUM_WARPS}
+    for arg in constexprs:
+        signature[arg] = "constexpr"
+    source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})

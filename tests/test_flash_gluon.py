@@ -1,0 +1,82 @@
+"""The Hopper (Gluon) forward: where it is chosen, how it addresses heads, and its numbers on an H100.
+
+Gluon kernels do not run in Triton's interpreter. On a CPU these tests check the choice and the
+TMA addressing; the sm_90 build is checked by test_flash.py's compile test; on an sm_90 GPU the
+kernel is checked against float64.
+"""
+
+import math
+
+import pytest
+import torch
+
+from lmperf.attention import flash_gluon
+from lmperf.attention.flash_triton import FlashAttentionTriton
+
+BF16 = torch.bfloat16
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+def model_layout(batch, heads, n, d, dtype=torch.bfloat16, device="cpu", seed=0):
+    """q, k, v as the model passes them: (batch, heads, n, d) views of (batch, n, 3, heads, d)."""
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(batch, n, 3, heads, d, generator=g).to(device, dtype)
+    return [t.transpose(1, 2) for t in qkv.unbind(2)]
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.zeros(2, 3, 256, 64, dtype=BF16),  # contiguous heads
+        torch.zeros(2, 256, 3, 64, dtype=BF16).transpose(1, 2),  # the model's projections
+        model_layout(2, 3, 256, 64)[1],  # one of q, k, v split from a fused projection
+        torch.zeros(3, 256, 64, dtype=BF16).unsqueeze(1),  # (batch, n, d) as one head
+    ],
+    ids=["contiguous", "seq-major", "fused-qkv", "no-heads"],
+)
+def test_tma_rows_address_every_head(x):
+    """Head (b, h) is rows row0 + n, columns col0 .. col0 + d of x seen as rows of stride(2): the
+    numbers the kernel's _origin turns into TMA coordinates."""
+    x.copy_(torch.randn(x.shape))
+    assert flash_gluon._addressable(x)
+    desc, rows_per_batch, stride_h, row_len = flash_gluon._as_rows(x, 64)
+    assert desc.block_shape == [64, x.shape[-1]]
+    flat = x.as_strided((x.untyped_storage().nbytes() // x.element_size() - x.storage_offset(),), (1,))
+    batch, heads, n, d = x.shape
+    cols = torch.arange(d)
+    for b in range(batch):
+        for h in range(heads):
+            row0, col0 = b * rows_per_batch + h * stride_h // row_len, h * stride_h % row_len
+            rows = torch.arange(row0, row0 + n)[:, None]
+            assert torch.equal(flat[rows * row_len + col0 + cols], x[b, h])
+
+
+def test_gluon_path_refuses_what_it_cannot_run():
+    x = torch.zeros(1, 2, 256, 64, dtype=torch.bfloat16)
+    assert "sm_90" in flash_gluon.unsupported(x, x, x)  # not on a CPU
+    assert not flash_gluon._addressable(torch.zeros(1, 2, 256, 68)[..., :64])  # rows of 68: not 16-byte aligned
+    assert not flash_gluon._addressable(torch.zeros(2 * 256 * 64 + 1)[1:].view(1, 2, 256, 64))  # offset by 2 bytes
+
+
+@pytest.mark.skipif(not HOPPER, reason="the Gluon forward needs an sm_90 GPU")
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [True, False])
+def test_gluon_forward_matches_float64_and_feeds_the_backward(d, causal):
+    q, k, v = (t.requires_grad_() for t in model_layout(2, 3, 256, d, torch.bfloat16, "cuda", seed=d))
+    assert flash_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
+    o = FlashAttentionTriton.apply(q, k, v, causal)
+    grad_out = torch.randn_like(o)
+    o.backward(grad_out)
+
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    s = q64 @ k64.transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(torch.ones(256, 256, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    ref = torch.softmax(s, -1) @ v64
+    ref.backward(grad_out.double())
+    L = o.grad_fn.saved_tensors[0]
+    assert (L.double() - torch.logsumexp(s, -1)).abs().max() < 1e-3
+    for x, r in ((o, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        assert ((x.double() - r).norm() / r.norm()).item() < 2e-2
+    again = FlashAttentionTriton.apply(q, k, v, causal)
+    assert torch.equal(again, o)  # deterministic
