@@ -24,7 +24,10 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 LOG2E = 1.4426950408889634
-BLOCK_M, BLOCK_N, STAGES, NUM_WARPS = 64, 128, 2, 4  # the best of 9 configurations (notes/flash-hopper.md)
+# 64 query rows (one warpgroup), and per head size the key tile that was fastest on an H100
+# (notes/flash-hopper.md, variant 10): 128 keys at d = 64, 64 at d = 128 (fits two programs per SM)
+BLOCK_M, STAGES, NUM_WARPS = 64, 2, 4
+KEY_TILE = {64: 128, 128: 64}
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
@@ -210,10 +213,10 @@ def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
     if Q.dtype not in GL_DTYPES:
         return f"dtype {Q.dtype}: bf16 or fp16 only"
     n, d = Q.shape[-2:]
-    if d not in (64, 128):
-        return f"head size {d}: 64 or 128 only"
-    if K.shape[-2] != n or n % BLOCK_N:
-        return f"{n} queries and {K.shape[-2]} keys: equal, and a multiple of {BLOCK_N}"
+    if d not in KEY_TILE:
+        return f"head size {d}: {' or '.join(map(str, KEY_TILE))} only"
+    if K.shape[-2] != n or n % 128:
+        return f"{n} queries and {K.shape[-2]} keys: equal, and a multiple of 128"
     if not all(_addressable(x) for x in (Q, K, V)):
         return "a layout that one 2-D TMA descriptor cannot address"
     return ""
@@ -229,7 +232,7 @@ def forward(
     A custom op, so that torch.compile calls it as it is rather than tracing the launch of a
     Gluon kernel and its host-side TMA descriptors."""
     batch, heads, n, d = Q.shape
-    q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, BLOCK_N), _as_rows(V, BLOCK_N)
+    q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, KEY_TILE[d]), _as_rows(V, KEY_TILE[d])
     _fwd_kernel[(n // BLOCK_M, batch * heads)](
         q[0],
         k[0],
@@ -258,7 +261,7 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
     fn, signature = _fwd_kernel, {}
     for arg in fn.arg_names:
         if arg.endswith("_desc"):
-            block = [BLOCK_M if arg == "q_desc" else BLOCK_N, d]
+            block = [BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
             signature[arg] = f"tensordesc<{name}{block},{_shared_layout(block, GL_DTYPES[dtype])!r}>"
         else:
             signature[arg] = {"O": f"*{name}", "L": "*fp32", "scale_log2": "fp32"}.get(arg, "i32")
