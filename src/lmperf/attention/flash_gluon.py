@@ -14,6 +14,7 @@ fp16, d of 64 or 128, as many keys as queries, a multiple of 128, and rows that 
 descriptor can address (the model's (batch, seq, heads, d) projections can).
 """
 
+import functools
 import math
 
 import torch
@@ -180,8 +181,9 @@ def _fwd_kernel(
     gl.store(L + bh * N + q_rows, (m + gl.log2(l)) * 0.6931471805599453)  # log2 to natural log
 
 
-def _shared_layout(block: list[int], dtype) -> gl.NVMMASharedLayout:
-    return gl.NVMMASharedLayout.get_default_for(block, dtype)
+@functools.cache
+def _shared_layout(block: tuple[int, int], dtype) -> gl.NVMMASharedLayout:
+    return gl.NVMMASharedLayout.get_default_for(list(block), dtype)
 
 
 def _as_rows(x: torch.Tensor, block: int):
@@ -191,7 +193,7 @@ def _as_rows(x: torch.Tensor, block: int):
     row_len = x.stride(2)
     rows = ((batch - 1) * x.stride(0) + (heads - 1) * x.stride(1)) // row_len + n
     desc = TensorDescriptor(
-        x, [rows, row_len], [row_len, 1], [block, d], _shared_layout([block, d], GL_DTYPES[x.dtype])
+        x, [rows, row_len], [row_len, 1], [block, d], _shared_layout((block, d), GL_DTYPES[x.dtype])
     )
     return desc, x.stride(0) // row_len, x.stride(1), row_len
 
@@ -262,7 +264,7 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
     for arg in fn.arg_names:
         if arg.endswith("_desc"):
             block = [BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
-            signature[arg] = f"tensordesc<{name}{block},{_shared_layout(block, GL_DTYPES[dtype])!r}>"
+            signature[arg] = f"tensordesc<{name}{block},{_shared_layout(tuple(block), GL_DTYPES[dtype])!r}>"
         else:
             signature[arg] = {"O": f"*{name}", "L": "*fp32", "scale_log2": "fp32"}.get(arg, "i32")
     constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": NUM_WARPS}

@@ -7,7 +7,7 @@ spent. Every step is timed twice:
 
 - **launched** from Python, as the handout asks; on a slow host this is the host's time;
 - **graphed**: captured once as a CUDA graph and replayed, the GPU's own time. A row whose
-  launched median exceeds the graphed one by more than ``HOST_BOUND`` is host-bound.
+  launched median exceeds the graphed one by more than ``lmperf.measure.timing.HOST_BOUND`` is host-bound.
 
 Several attention variants share one model (weights, optimizer state, compiled blocks) and are
 timed in one process, interleaved A B A B, so their ratio compares like with like. One process
@@ -21,11 +21,18 @@ import torch
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
 from lmperf.measure.stats import join_ms, summarize_ms
-from lmperf.measure.timing import Budget, GraphUnavailable, Timings, capture_graph, free_memory, graph_pool, measure
+from lmperf.measure.timing import (
+    Budget,
+    GraphUnavailable,
+    Timings,
+    capture_graph,
+    free_memory,
+    graph_pool,
+    host_bound,
+    measure,
+)
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
-
-HOST_BOUND = 0.10  # launched median more than 10% over the graphed median
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,7 @@ def graphed_columns(timings: Timings, launched_ms: float, budget: Budget) -> dic
         **{f"graphed_{k}": graphed[f"graphed_{k}"] for k in keep},
         "graphed_converged": timings.converged(budget),
         "host_overhead_ms": launched_ms - graphed["graphed_median_ms"],
-        "host_bound": bool(launched_ms > (1 + HOST_BOUND) * graphed["graphed_median_ms"]),
+        "host_bound": host_bound(launched_ms, graphed["graphed_median_ms"]),
         "graphed_step_times_ms": join_ms(timings.host_s),
     }
 

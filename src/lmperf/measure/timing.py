@@ -26,6 +26,12 @@ from lmperf.measure.stats import converged
 from lmperf.ranges import profiled_range
 
 Step = Callable[[], object]
+HOST_BOUND = 0.10  # a step is host-bound when launched it takes more than 10% longer than replayed
+
+
+def host_bound(launched_ms: float, graphed_ms: float) -> bool:
+    """Launched time more than HOST_BOUND over the graphed one: the host, not the GPU, sets the pace."""
+    return bool(launched_ms > (1 + HOST_BOUND) * graphed_ms)
 
 
 def resolve_device(name: str = "auto") -> torch.device:
