@@ -29,7 +29,7 @@ LOG2E = 1.4426950408889634
 # (notes/flash-hopper.md, variant 10): 128 keys at d = 64, 64 at d = 128 (fits two programs per SM)
 BLOCK_M, STAGES, NUM_WARPS = 64, 2, 4
 KEY_TILE = {64: 128, 128: 64}
-DKDV_TILE = 64  # the backward's keys per program and queries per step (d = 64 only: 128 spills)
+DKDV_KEYS, DKDV_QUERIES = 128, 64  # the backward's keys per program (16 per warp), queries per step
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
@@ -443,8 +443,8 @@ def backward_dkdv(
     """dK and dV of (batch, heads, n, d) inputs, from L and Delta = rowsum(O * dO) (both (batch,
     heads, n), contiguous; Delta from the portable dQ pass). Where ``unsupported_backward`` is ''."""
     batch, heads, n, d = Q.shape
-    descs = [_as_rows(x, DKDV_TILE) for x in (Q, K, V, dO)]
-    _dkdv_kernel[(n // DKDV_TILE, batch * heads)](
+    descs = [_as_rows(x, DKDV_KEYS if x is K or x is V else DKDV_QUERIES) for x in (Q, K, V, dO)]
+    _dkdv_kernel[(n // DKDV_KEYS, batch * heads)](
         *(desc for desc, *_ in descs),
         dK,
         dV,
@@ -459,7 +459,7 @@ def backward_dkdv(
         LOG2E / math.sqrt(d),
         IS_CAUSAL=is_causal,
         STAGES=STAGES,
-        num_warps=NUM_WARPS,
+        num_warps=DKDV_KEYS // 16,
     )
 
 
@@ -474,12 +474,16 @@ def compile_for_sm90(d: int, is_causal: bool, backward: bool = False, dtype=torc
     types = {"O": f"*{name}", "dK": f"*{name}", "dV": f"*{name}", "L": "*fp32", "Delta": "*fp32"}
     for arg in fn.arg_names:
         if arg.endswith("_desc"):
-            block = [DKDV_TILE if backward else BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
+            if backward:
+                block = [DKDV_KEYS if arg in ("k_desc", "v_desc") else DKDV_QUERIES, d]
+            else:
+                block = [BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
             signature[arg] = f"tensordesc<{name}{block},{_shared_layout(tuple(block), GL_DTYPES[dtype])!r}>"
         else:
             signature[arg] = types.get(arg, "fp32" if arg.startswith("scale") else "i32")
-    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": NUM_WARPS}
+    warps = DKDV_KEYS // 16 if backward else NUM_WARPS
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": warps}
     for arg in constexprs:
         signature[arg] = "constexpr"
     source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
