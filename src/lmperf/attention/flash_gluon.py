@@ -29,7 +29,6 @@ LOG2E = 1.4426950408889634
 # (notes/flash-hopper.md, variant 10): 128 keys at d = 64, 64 at d = 128 (fits two programs per SM)
 BLOCK_M, STAGES, NUM_WARPS = 64, 2, 4
 KEY_TILE = {64: 128, 128: 64}
-DKDV_KEYS, DKDV_QUERIES = 128, 64  # the backward's keys per program (16 per warp), queries per step
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
@@ -182,170 +181,6 @@ def _fwd_kernel(
     gl.store(L + bh * N + q_rows, (m + gl.log2(l)) * 0.6931471805599453)  # log2 to natural log
 
 
-@gluon.jit
-def _load_step(q_desc, do_desc, q_row, q_col, do_row, do_col, q0, bar, q_dst, do_dst, nbytes, pred):
-    """One backward step's Q and dO tiles, onto one barrier."""
-    mbarrier.expect(bar, nbytes, pred=pred)
-    tma.async_copy_global_to_shared(q_desc, [q_row + q0, q_col], bar, q_dst, pred=pred)
-    tma.async_copy_global_to_shared(do_desc, [do_row + q0, do_col], bar, do_dst, pred=pred)
-
-
-@gluon.jit
-def _dkdv_kernel(
-    q_desc,
-    k_desc,
-    v_desc,
-    do_desc,
-    dK,
-    dV,
-    L,
-    Delta,
-    N,
-    H,
-    q_rows_b,
-    q_stride_h,
-    q_row_len,
-    k_rows_b,
-    k_stride_h,
-    k_row_len,
-    v_rows_b,
-    v_stride_h,
-    v_row_len,
-    do_rows_b,
-    do_stride_h,
-    do_row_len,
-    stride_dkb,
-    stride_dkh,
-    stride_dkn,
-    stride_dvb,
-    stride_dvh,
-    stride_dvn,
-    scale,
-    scale_log2,
-    IS_CAUSAL: gl.constexpr,
-    STAGES: gl.constexpr,
-    num_warps: gl.constexpr,
-):
-    """dV = sum_q P^T dO and dK = scale sum_q dS^T Q for one key tile, over query tiles.
-
-    Transposed, keys along rows, as the portable kernel: K and V sit in registers as the left
-    operands of S^T = K Q^T and dP^T = V dO^T, and P^T and dS^T feed dV and dK from registers.
-    Both score products are issued at once; P^T is computed while dP^T is still running.
-    """
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]  # keys of this program
-    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]  # queries per step
-    D: gl.constexpr = q_desc.block_type.shape[1]
-    dtype: gl.constexpr = q_desc.dtype
-
-    k0 = gl.program_id(0) * BLOCK_N
-    bh = gl.program_id(1)
-    q_row, q_col = _origin(bh, H, q_rows_b, q_stride_h, q_row_len)
-    k_row, k_col = _origin(bh, H, k_rows_b, k_stride_h, k_row_len)
-    v_row, v_col = _origin(bh, H, v_rows_b, v_stride_h, v_row_len)
-    do_row, do_col = _origin(bh, H, do_rows_b, do_stride_h, do_row_len)
-
-    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16]
-    )
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, D, 16]
-    )
-    kv_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=st_layout, k_width=2)
-    pt_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
-    col: gl.constexpr = gl.SliceLayout(0, st_layout)
-
-    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, D], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, D], v_desc.layout)
-    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, D], q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, D], do_desc.layout)
-    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(kv_bar, count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(bars.index(i), count=1)
-
-    if IS_CAUSAL:
-        q_start = k0  # earlier queries see none of these keys
-        n_masked = BLOCK_N // BLOCK_M  # steps whose queries cross the diagonal
-    else:
-        q_start = 0
-        n_masked = 0
-    n_steps = (N - q_start) // BLOCK_M
-
-    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [k_row + k0, k_col], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [v_row + k0, v_col], kv_bar, v_smem)
-    step_bytes: gl.constexpr = q_desc.block_type.nbytes + do_desc.block_type.nbytes
-    for i in gl.static_range(STAGES):
-        _load_step(
-            q_desc,
-            do_desc,
-            q_row,
-            q_col,
-            do_row,
-            do_col,
-            q_start + i * BLOCK_M,
-            bars.index(i),
-            q_smem.index(i),
-            do_smem.index(i),
-            step_bytes,
-            i < n_steps,
-        )
-    mbarrier.wait(kv_bar, 0)
-    k = k_smem.load(kv_layout)
-    v = v_smem.load(kv_layout)
-
-    keys = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
-    zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
-    dk = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
-    dv = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
-    for i in range(n_steps):
-        slot = i % STAGES
-        q0 = q_start + i * BLOCK_M
-        mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
-        st = warpgroup_mma(k, q_smem.index(slot).permute((1, 0)), zero_st, use_acc=False, is_async=True)
-        dpt = warpgroup_mma(v, do_smem.index(slot).permute((1, 0)), zero_st, use_acc=False, is_async=True)
-        queries = q0 + gl.arange(0, BLOCK_M, layout=col)
-        lse2 = gl.load(L + bh * N + queries) * 1.4426950408889634
-        delta = gl.load(Delta + bh * N + queries)
-        st = warpgroup_mma_wait(1, deps=(st,))  # S^T is done; dP^T may still run
-        pt = gl.exp2(st * scale_log2 - lse2[None, :])
-        if i < n_masked:
-            pt = gl.where(queries[None, :] >= keys[:, None], pt, 0.0)
-        dpt = warpgroup_mma_wait(0, deps=(dpt,))
-        dst = pt * (dpt - delta[None, :])
-        pt_op = gl.convert_layout(pt.to(dtype), pt_layout)
-        dst_op = gl.convert_layout(dst.to(dtype), pt_layout)
-        dv = warpgroup_mma(pt_op, do_smem.index(slot), dv, is_async=True)
-        dk = warpgroup_mma(dst_op, q_smem.index(slot), dk, is_async=True)
-        dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
-        # this slot is free again: load the step STAGES ahead into it
-        _load_step(
-            q_desc,
-            do_desc,
-            q_row,
-            q_col,
-            do_row,
-            do_col,
-            q0 + STAGES * BLOCK_M,
-            bars.index(slot),
-            q_smem.index(slot),
-            do_smem.index(slot),
-            step_bytes,
-            i + STAGES < n_steps,
-        )
-
-    mbarrier.invalidate(kv_bar)
-    for i in gl.static_range(STAGES):
-        mbarrier.invalidate(bars.index(i))
-    rows = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
-    cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-    dK += (bh // H) * stride_dkb + (bh % H) * stride_dkh
-    dV += (bh // H) * stride_dvb + (bh % H) * stride_dvh
-    gl.store(dK + rows[:, None] * stride_dkn + cols[None, :], (dk * scale).to(dtype))
-    gl.store(dV + rows[:, None] * stride_dvn + cols[None, :], dv.to(dtype))
-
-
 @functools.cache
 def _shared_layout(block: tuple[int, int], dtype) -> gl.NVMMASharedLayout:
     return gl.NVMMASharedLayout.get_default_for(list(block), dtype)
@@ -389,15 +224,6 @@ def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
     return ""
 
 
-def unsupported_backward(Q, K, V, dO) -> str:
-    """Why the Gluon dK/dV kernel cannot take these ('' if it can): the forward's conditions, d = 64,
-    and an addressable dO."""
-    reason = unsupported(Q, K, V)
-    if reason or Q.shape[-1] != 64:
-        return reason or f"head size {Q.shape[-1]}: the backward takes 64 only"
-    return "" if _addressable(dO) else "a dO layout that one 2-D TMA descriptor cannot address"
-
-
 @torch.library.custom_op("lmperf::gluon_attention_forward", mutates_args=("O", "L"))
 def forward(
     Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool
@@ -428,62 +254,21 @@ def forward(
     )
 
 
-@torch.library.custom_op("lmperf::gluon_attention_dkdv", mutates_args=("dK", "dV"))
-def backward_dkdv(
-    Q: torch.Tensor,
-    K: torch.Tensor,
-    V: torch.Tensor,
-    dO: torch.Tensor,
-    L: torch.Tensor,
-    Delta: torch.Tensor,
-    dK: torch.Tensor,
-    dV: torch.Tensor,
-    is_causal: bool,
-) -> None:
-    """dK and dV of (batch, heads, n, d) inputs, from L and Delta = rowsum(O * dO) (both (batch,
-    heads, n), contiguous; Delta from the portable dQ pass). Where ``unsupported_backward`` is ''."""
-    batch, heads, n, d = Q.shape
-    descs = [_as_rows(x, DKDV_KEYS if x is K or x is V else DKDV_QUERIES) for x in (Q, K, V, dO)]
-    _dkdv_kernel[(n // DKDV_KEYS, batch * heads)](
-        *(desc for desc, *_ in descs),
-        dK,
-        dV,
-        L,
-        Delta,
-        n,
-        heads,
-        *(number for _, *numbers in descs for number in numbers),
-        *dK.stride()[:3],
-        *dV.stride()[:3],
-        1 / math.sqrt(d),
-        LOG2E / math.sqrt(d),
-        IS_CAUSAL=is_causal,
-        STAGES=STAGES,
-        num_warps=DKDV_KEYS // 16,
-    )
-
-
-def compile_for_sm90(d: int, is_causal: bool, backward: bool = False, dtype=torch.bfloat16):
-    """Compile the forward (or the dK/dV kernel) for an H100 on any machine, no GPU needed: the
-    tests' check that it builds."""
+def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
+    """Compile the kernel for an H100 on any machine (no GPU needed): the tests' check that it builds."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     name = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-    fn, signature = (_dkdv_kernel if backward else _fwd_kernel), {}
-    types = {"O": f"*{name}", "dK": f"*{name}", "dV": f"*{name}", "L": "*fp32", "Delta": "*fp32"}
+    fn, signature = _fwd_kernel, {}
     for arg in fn.arg_names:
         if arg.endswith("_desc"):
-            if backward:
-                block = [DKDV_KEYS if arg in ("k_desc", "v_desc") else DKDV_QUERIES, d]
-            else:
-                block = [BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
+            block = [BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
             signature[arg] = f"tensordesc<{name}{block},{_shared_layout(tuple(block), GL_DTYPES[dtype])!r}>"
         else:
-            signature[arg] = types.get(arg, "fp32" if arg.startswith("scale") else "i32")
-    warps = DKDV_KEYS // 16 if backward else NUM_WARPS
-    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": warps}
+            signature[arg] = {"O": f"*{name}", "L": "*fp32", "scale_log2": "fp32"}.get(arg, "i32")
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": NUM_WARPS}
     for arg in constexprs:
         signature[arg] = "constexpr"
     source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})

@@ -900,11 +900,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
             Q, K, V, O, dO, L, delta, dQ, *strides, *_strides(O), *rest, **flags
         )
-        q, k, v, do, dk, dv = (x if x.dim() == 4 else x.unsqueeze(1) for x in (Q, K, V, dO, dK, dV))
-        if not INTERPRET and not flash_gluon.unsupported_backward(q, k, v, do):
-            flash_gluon.backward_dkdv(q, k, v, do, L, delta, dk, dv, ctx.is_causal)  # Hopper: Gluon
-        else:
-            dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
-                Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
-            )
+        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
+            Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
+        )
         return dQ, dK, dV, None
