@@ -159,10 +159,12 @@ def graphed_sentences(group: pd.DataFrame, min_seq: int = 4096) -> list[str]:
     if {"ours_triton", "sdpa_flash"} <= set(long.columns):
         pairs = long[["ours_triton", "sdpa_flash"]].dropna()
         wins = int((pairs["ours_triton"] <= pairs["sdpa_flash"]).sum())
-        slowest = (pairs["sdpa_flash"] / pairs["ours_triton"]).min()
+        ratio = pairs["sdpa_flash"] / pairs["ours_triton"]
+        (pass_, seq) = ratio.idxmin()
         out.append(
             f"From seq {min_seq} on, ours is at least as fast as sdpa_flash at {wins} of {len(pairs)} "
-            f"(pass, seq) points; its lowest speed ratio there is {num(slowest)}×."
+            f"(pass, seq) points; its lowest speed ratio there is {num(ratio.min())}× "
+            f"({PASS_LABELS[pass_]} at seq {int(seq)})."
         )
     return [" ".join(out), ""]
 
