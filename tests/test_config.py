@@ -1,4 +1,5 @@
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +14,27 @@ CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 
 def test_shipped_config_is_valid():
     validate(copy.deepcopy(CONFIG), SCHEMA)
+
+
+def test_the_schemas_lists_are_the_codes_lists():
+    """Sizes, DDP variants, attention kernels, flash implementations and precisions are listed once in
+    the code; the schema's enums (and the report's size order) must say the same."""
+    from lmperf.attention import ATTENTION
+    from lmperf.model import SIZES
+    from lmperf.report.style import SIZE_ORDER
+    from lmperf.studies import flash
+    from lmperf.studies.ddp import VARIANTS
+    from lmperf.training import PRECISIONS
+
+    schema = yaml.safe_load(Path(SCHEMA).read_text())
+    grid = schema["$defs"]["grid"]["properties"]
+    assert schema["$defs"]["size"]["enum"] == list(SIZES) == SIZE_ORDER
+    assert schema["$defs"]["ddp_variant"]["enum"] == list(VARIANTS)
+    assert grid["e2e"]["properties"]["attention"]["items"]["enum"] == list(ATTENTION)
+    assert grid["e2e"]["properties"]["precisions"]["items"]["enum"] == list(PRECISIONS)
+    sweep = grid["flash"]["properties"]["sweep"]["properties"]
+    assert sweep["implementations"]["items"]["enum"] == list(flash.implementations())
+    assert sweep["dtypes"]["items"]["enum"] == list(flash.DTYPES)
 
 
 def _with(path, value):
