@@ -154,3 +154,19 @@ def test_flash_slice_says_what_its_rows_show():
         assert f"{rows.loc[key, 'median_ms']:.3f}" in readme
     ours, cudnn = rows.loc[("ours_triton", "forward"), "median_ms"], rows.loc[("sdpa_cudnn", "forward"), "median_ms"]
     assert ours > cudnn and "not met" in readme  # the bar is stated as missed, since it is
+
+
+def test_flash_slice_in_model_table_is_the_paired_bootstrap_of_its_csv():
+    """The README's in-model rows are attention_ratios of the committed e2e CSV, verdicts included."""
+    from lmperf.report.e2e_analysis import attention_ratios
+
+    e2e = render.read(FLASH / "e2e-small-bf16-compiled.csv")
+    readme = (FLASH / "README.md").read_text()
+    assert e2e["host_bound"].all()  # as the README says: the comparison is on replayed steps
+    for mode in ("forward", "forward_backward", "train_step"):
+        ratios = attention_ratios(e2e, base="sdpa", mode=mode)
+        for row in ratios[ratios["attention"] == "flash_triton"].itertuples():
+            verdict = ("ours faster" if row.ci95_low > 1 else "sdpa faster") if row.resolved else "not resolved"
+            cells = [mode, str(row.context_length), f"{row.speedup:.4f}", f"{row.ci95_low:.4f}–{row.ci95_high:.4f}"]
+            line = next(line for line in readme.splitlines() if all(f" {c} " in line for c in cells))
+            assert verdict in line
