@@ -223,19 +223,27 @@ def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
     return ""
 
 
-@torch.library.custom_op("lmperf::gluon_attention_forward", mutates_args=("O", "L"))
-def forward(
-    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool
-) -> None:
+def forward(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool):
     """Write attention of (batch, heads, n, d) Q, K, V into O (any strides) and its logsumexp into
     L (batch, heads, n), contiguous. Call only where ``unsupported`` returns ''.
 
-    A custom op, so that torch.compile calls it as it is rather than tracing the launch of a
-    Gluon kernel and its host-side TMA descriptors."""
+    Under torch.compile this is the custom op ``lmperf::gluon_attention_forward``, so that the
+    compiler calls the launch as it is rather than tracing a Gluon kernel and its host-side TMA
+    descriptors. Run eagerly it launches directly: the op's dispatch costs host time per call."""
+    if torch.compiler.is_compiling():
+        torch.ops.lmperf.gluon_attention_forward(Q, K, V, O, L, is_causal)
+    else:
+        _launch(Q, K, V, O, L, is_causal)
+
+
+def _launch(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool
+) -> None:
     batch, heads, n, d = Q.shape
-    # TMA needs 16-byte aligned rows; a view that starts mid-row is copied (checked here, not in
-    # unsupported(): torch.compile breaks its graph on storage_offset and data_ptr)
-    Q, K, V = (x if x.data_ptr() % 16 == 0 else x.contiguous() for x in (Q, K, V))
+    # TMA needs a 16-byte aligned base; a view that starts mid-row is cloned into fresh storage
+    # (contiguous() would return it as it is). Checked here, not in unsupported(): torch.compile
+    # breaks its graph on storage_offset and data_ptr.
+    Q, K, V = (x if x.data_ptr() % 16 == 0 else x.clone() for x in (Q, K, V))
     q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, KEY_TILE[d]), _as_rows(V, KEY_TILE[d])
     _fwd_kernel[(n // BLOCK_M, batch * heads)](
         q[0],
@@ -254,6 +262,9 @@ def forward(
         STAGES=STAGES,
         num_warps=NUM_WARPS,
     )
+
+
+torch.library.custom_op("lmperf::gluon_attention_forward", _launch, mutates_args=("O", "L"))
 
 
 def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
