@@ -1,0 +1,74 @@
+"""scripts/run-slice: a grid run in time-limited slices, each on a fresh checkout, carries its state in
+one tarball, and Snakemake alone decides what is left. A job cut off by the time limit leaves no
+output and is rerun whole; a finished one is never rerun; the last slice ends with nothing to do."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, copy_pipeline, snakemake
+
+pytestmark = pytest.mark.slow
+
+FIRST, SECOND = "results/e2e/nano/bf16-eager.csv", "results/e2e/nano/fp32-eager.csv"
+DONE, MORE = 0, 3  # the script's exit status: nothing left to do; another slice needed
+
+
+def fresh_checkout(dest: Path) -> Path:
+    """The pipeline and the script, every file newer than anything a slice made before (as a clone is)."""
+    dest.mkdir()
+    copy_pipeline(dest)
+    shutil.copytree(ROOT / "scripts", dest / "scripts")
+    now = time.time() + 2
+    for path in dest.rglob("*"):
+        os.utime(path, (now, now))
+    return dest
+
+
+def run_slice(workdir: Path, state: Path, seconds: int, *targets: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    cmd = ["scripts/run-slice", str(state), str(seconds), "--config", "grid=smoke", "--", *targets]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
+
+
+def ran(proc: subprocess.CompletedProcess) -> list[str]:
+    """Outputs of the jobs a slice started (Snakemake logs to stderr)."""
+    return [line.split(": ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("    output: ")]
+
+
+def test_usage_is_printed_without_arguments():
+    proc = subprocess.run([ROOT / "scripts/run-slice"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "scripts/run-slice STATE SECONDS" in proc.stderr
+
+
+def test_slices_on_fresh_checkouts_finish_the_grid_without_rerunning_anything(tmp_path):
+    state = tmp_path / "state.tgz"
+
+    first = run_slice(fresh_checkout(tmp_path / "a"), state, 600, FIRST)
+    assert first.returncode == DONE, first.stdout[-3000:] + first.stderr[-3000:]
+    assert ran(first) == [FIRST] and "Nothing to be done" in first.stdout
+    made = tarred_mtime(state, FIRST)
+
+    # A slice too short for the second job: it stops, keeps nothing of it, and says another is needed.
+    cut = run_slice(fresh_checkout(tmp_path / "b"), state, 3, FIRST, SECOND)
+    assert cut.returncode == MORE, cut.stdout[-3000:] + cut.stderr[-3000:]
+    assert FIRST not in ran(cut)
+    assert not (tmp_path / "b" / SECOND).exists() or any((tmp_path / "b" / ".snakemake/incomplete").iterdir())
+
+    last = run_slice(fresh_checkout(tmp_path / "c"), state, 600, FIRST, SECOND)
+    assert last.returncode == DONE, last.stdout[-3000:] + last.stderr[-3000:]
+    assert ran(last) == [SECOND]
+    assert tarred_mtime(state, FIRST) == made  # carried as it was made: never rerun, never touched
+    assert "Nothing to be done" in snakemake(tmp_path / "c", "-n", "--config", "grid=smoke", "--", FIRST, SECOND).stdout
+
+
+def tarred_mtime(state: Path, member: str) -> float:
+    with tarfile.open(state) as tar:
+        return tar.getmember(member).mtime
