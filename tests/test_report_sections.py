@@ -262,3 +262,16 @@ def test_e2e_figures_draw_only_the_handout_model(tmp_path, monkeypatch):
     assert set(drawn) == {"time_vs_size", "ratio_vs_size", "bf16_speedup", "host_overhead"}
     for frame in drawn.values():
         assert set(frame["attention"]) == {"naive"} and len(frame) == 4
+
+
+def test_the_header_names_one_commit_or_says_there_are_several():
+    from lmperf.report.render import provenance
+
+    jobs = pd.DataFrame({"study": ["e2e", "ddp"], "job": ["a", "b"], "wall_s": [120.0, 60.0], "gpus": [1, 2]})
+    h100 = pd.DataFrame({"commit": ["abc", "abc"], "device_name": ["NVIDIA H100 80GB HBM3"] * 2})
+    h200 = pd.DataFrame({"commit": ["abc"], "device_name": ["NVIDIA H200"]})
+    one = provenance([h100, h200, jobs], jobs)
+    assert one.startswith("Every row comes from commit `abc`, measured on NVIDIA H100 80GB HBM3, NVIDIA H200.")
+    assert "2 measuring jobs took 3.00 minutes of wall time and 4.00 GPU-minutes" in one
+    two = provenance([h100, h200.assign(commit="def")], jobs)
+    assert two.startswith("The rows come from 2 commits (`abc`, `def`), so not from one run")

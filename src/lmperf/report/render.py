@@ -18,6 +18,7 @@ from lmperf.report import (
     precision_section,
     profile_section,
 )
+from lmperf.report.markdown import num
 
 
 def read(path: Path) -> pd.DataFrame:
@@ -65,45 +66,80 @@ def render_memory_comm(results: Path) -> str:
     )
 
 
+def provenance(frames: list[pd.DataFrame], jobs: pd.DataFrame) -> str:
+    """The header's account of where the numbers come from: the commits and devices named in the
+    rows (one commit is a run that can be remade; several are said as such) and what the run cost."""
+
+    def values(column):
+        return sorted({str(v) for f in frames if column in f for v in f[column].dropna()})
+
+    commits, devices = values("commit"), values("device_name")
+    made = (
+        f"Every row comes from commit `{commits[0]}`"
+        if len(commits) == 1
+        else f"The rows come from {len(commits)} commits ({', '.join(f'`{c}`' for c in commits)}), so not from one run"
+    )
+    wall_min, gpu_min = jobs["wall_s"].sum() / 60, (jobs["wall_s"] * jobs["gpus"]).sum() / 60
+    return (
+        f"{made}, measured on {', '.join(devices) or 'no device'}. Its {len(jobs)} measuring jobs took "
+        f"{num(wall_min)} minutes of wall time and {num(gpu_min)} GPU-minutes (per study: Cost of this run)."
+    )
+
+
 def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
-    e2e = read(results / "e2e.csv")
+    frames = {
+        name: read(results / f"{name}.csv")
+        for name in (
+            "e2e",
+            "warmup",
+            *(["ladder", "ladder_kernels"] if "ladder" not in skip else []),
+            *(f"precision/{name}" for name in ("accumulation", "autocast", "layernorm")),
+            *(["profile", "profile_timing"] if "profile" not in skip else []),
+            *(["memory", "memory_allocations"] if "memory" not in skip else []),
+            "attention",
+            "flash/leaderboard",
+            "flash_sweep",
+            "allreduce",
+            "comm_fit",
+            "ddp_train",
+            "ddp/sharding",
+            "ddp/timeline",
+            "cost",
+        )
+    }
+    e2e = frames["e2e"]
     head = [
         "# lmperf report",
         "",
         f"Grid `{grid}`. Every number and every measured statement below is rendered from the CSVs under "
         "`results/`; nothing is typed by hand. Rerun with `snakemake --cores 1 report/final.md`.",
         "",
+        provenance(list(frames.values()), frames["cost"]),
+        "",
     ]
     sections = [
-        e2e_section.render(e2e, read(results / "warmup.csv")),
+        e2e_section.render(e2e, frames["warmup"]),
         (
             not_in_grid("How fast can it train?", "ladder.sizes")
             if "ladder" in skip
-            else ladder_section.render(read(results / "ladder.csv"), read(results / "ladder_kernels.csv"))
+            else ladder_section.render(frames["ladder"], frames["ladder_kernels"])
         ),
-        precision_section.render(
-            *(read(results / "precision" / f"{name}.csv") for name in ("accumulation", "autocast", "layernorm"))
-        ),
+        precision_section.render(*(frames[f"precision/{name}"] for name in ("accumulation", "autocast", "layernorm"))),
         (
             not_in_grid("Profiling", "profile.sizes")
             if "profile" in skip
-            else profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e)
+            else profile_section.render(frames["profile"], frames["profile_timing"], e2e)
         ),
         (
             not_in_grid("Memory", "memory.context_lengths")
             if "memory" in skip
-            else memory_section.render(read(results / "memory.csv"), read(results / "memory_allocations.csv"), e2e)
+            else memory_section.render(frames["memory"], frames["memory_allocations"], e2e)
         ),
-        attention_section.render(read(results / "attention.csv")),
-        flash_section.render(read(results / "flash" / "leaderboard.csv"), read(results / "flash_sweep.csv")),
-        comm_section.render(read(results / "allreduce.csv"), read(results / "comm_fit.csv")),
-        ddp_section.render(
-            read(results / "ddp_train.csv"),
-            read(results / "ddp" / "sharding.csv"),
-            read(results / "comm_fit.csv"),
-            read(results / "ddp" / "timeline.csv"),
-        ),
-        cost.render(read(results / "cost.csv")),
+        attention_section.render(frames["attention"]),
+        flash_section.render(frames["flash/leaderboard"], frames["flash_sweep"]),
+        comm_section.render(frames["allreduce"], frames["comm_fit"]),
+        ddp_section.render(frames["ddp_train"], frames["ddp/sharding"], frames["comm_fit"], frames["ddp/timeline"]),
+        cost.render(frames["cost"]),
     ]
     return "\n".join(head + sections)
 
