@@ -34,6 +34,24 @@ def launch_prebuilt():
     )  # fmt: skip
 
 
+# The same launch registered through the low-level Library API: the dispatcher calls it directly,
+# without CustomOpDef's Python wrapper around the kernel.
+_lib = torch.library.Library("lmperf_notes", "DEF")
+_lib.define("fwd(Tensor q, Tensor k, Tensor v, Tensor(a!) o, Tensor(b!) l, bool causal) -> ()")
+_lib.impl("fwd", fg._launch, "CUDA")
+
+
+def compiled_attention(fn):
+    compiled = torch.compile(lambda q, k, v: fn(q, k, v) * 1)  # one op beside it, as in a block
+
+    def call():
+        with torch.no_grad():
+            return compiled(q, k, v)
+
+    call()
+    return call
+
+
 PIECES = {
     "sdpa (no grad)": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
     "sdpa (grad)": lambda: F.scaled_dot_product_attention(qg, k, v, is_causal=True),
@@ -44,7 +62,12 @@ PIECES = {
     "3 x _as_rows (TMA descriptors)": lambda: [fg._as_rows(x, 64) for x in (q, k, v)],
     "flash_gluon.forward, direct": lambda: fg.forward(q, k, v, o, L, True),
     "torch.ops.lmperf.gluon_attention_forward": lambda: torch.ops.lmperf.gluon_attention_forward(q, k, v, o, L, True),
+    "Library.impl op (no CustomOpDef wrapper)": lambda: torch.ops.lmperf_notes.fwd(q, k, v, o, L, True),
     "kernel launch, descriptors prebuilt": launch_prebuilt,
+    "compiled: ours (no grad)": compiled_attention(lambda q, k, v: FlashAttentionTriton.apply(q, k, v, True)),
+    "compiled: sdpa (no grad)": compiled_attention(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ),
     "portable forward (tl kernel)": lambda: _portable_forward(q, k, v, o, L, True),
 }
 
