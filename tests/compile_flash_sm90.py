@@ -11,7 +11,9 @@ from triton.compiler import ASTSource
 from lmperf.attention import flash_gluon, flash_triton
 
 TARGET = GPUTarget("cuda", 90, 32)
-POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {"L": "*fp32", "Delta": "*fp32"}
+POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {
+    name: "*fp32" for name in ("L", "Delta", "O_part", "L_part")
+}
 FLOATS = {"scale", "scale_log2"}
 
 
@@ -43,6 +45,7 @@ if __name__ == "__main__":
         compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
-    for d, causal in ((64, True), (128, False)):  # the Hopper forward, in Gluon
-        compiled = flash_gluon.compile_for_sm90(d, causal)
-        print(f"gluon forward d={d} causal={causal} shared={compiled.metadata.shared}")
+    for d, causal, splits in ((64, True, 1), (128, False, 1), (64, True, 4)):  # the Hopper forward, in Gluon
+        compiled = flash_gluon.compile_for_sm90(d, causal, splits=splits)
+        print(f"gluon forward d={d} causal={causal} splits={splits} shared={compiled.metadata.shared}")
+    compile_for_sm90(flash_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)

@@ -105,3 +105,66 @@ def test_the_gluon_layout_check_does_not_break_a_compiled_graph():
 
     explanation = torch._dynamo.explain(check)(torch.zeros(1, 256, 2, 64, dtype=BF16))
     assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+@pytest.mark.parametrize(
+    "programs, longest, splits",
+    [(64, 32, 4), (32, 16, 4), (128, 64, 2), (96, 1, 1), (768, 8, 1), (64, 4, 1)],
+    ids=["seq4096-d64", "seq2048-d64", "seq8192-d64", "model-ctx128", "model-ctx1024", "short-rows"],
+)
+def test_keys_are_split_only_where_the_grid_leaves_sms_idle(programs, longest, splits):
+    assert flash_gluon.key_splits(programs, longest, sms=132) == splits
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_split_results_combine_to_attention_in_float64(causal):
+    """_combine against float64: partial results over each split's key tiles, as _fwd_kernel leaves
+    them, give softmax(QK^T)V and its logsumexp. Splits without key tiles hold NaN: never read."""
+    bh, n, d, splits, key_tile, rows = 2, 512, 64, 4, 128, flash_gluon.BLOCK_M
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(bh, n, d, generator=g, dtype=torch.float64) for _ in range(3))
+    s = q @ k.transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the interpreter runs it on a CPU
+    O_part = torch.full((splits, bh, n, d), float("nan"))
+    L_part = torch.full((splits, bh, n), float("nan"))
+    for q0 in range(0, n, rows):
+        n_tiles = -(-(q0 + rows) // key_tile) if causal else n // key_tile
+        chunk = -(-n_tiles // splits)
+        for split in range(splits):
+            lo, hi = split * chunk * key_tile, min(split * chunk + chunk, n_tiles) * key_tile
+            if lo >= hi:
+                continue
+            part = s[:, q0 : q0 + rows, lo:hi]
+            O_part[split, :, q0 : q0 + rows] = torch.softmax(part, -1) @ v[:, lo:hi]
+            L_part[split, :, q0 : q0 + rows] = torch.logsumexp(part, -1) / math.log(2)
+    out, lse = torch.empty(bh, n, d, device=device), torch.empty(bh, n, device=device)
+    flash_gluon._combine[(n // rows, bh)](
+        O_part.float().to(device), L_part.float().to(device), out, lse, n, 1, *out.unsqueeze(1).stride()[:3],
+        BLOCK_N=key_tile, IS_CAUSAL=causal, SPLITS=splits, D=d, BLOCK_M=rows,
+    )  # fmt: skip
+    ref = torch.softmax(s, -1) @ v
+    assert ((out.cpu().double() - ref).norm() / ref.norm()).item() < 1e-5
+    assert (lse.cpu().double() - torch.logsumexp(s, -1)).abs().max().item() < 1e-4
+
+
+@pytest.mark.skipif(not HOPPER, reason="the Gluon forward needs an sm_90 GPU")
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [True, False])
+def test_split_keys_forward_matches_float64(d, causal):
+    """Batch 1, one head, seq 4096: the grid the sweep runs, where the keys are split."""
+    n = 4096
+    q, k, v = model_layout(1, 1, n, d, torch.bfloat16, "cuda", seed=d)
+    programs, longest = n // flash_gluon.BLOCK_M, n // flash_gluon.KEY_TILE[d]
+    assert flash_gluon.key_splits(programs, longest, flash_gluon._sm_count(q.device)) > 1
+    o = FlashAttentionTriton.apply(q, k, v, causal)
+    L = torch.empty(1, 1, n, device="cuda")
+    flash_gluon.forward(q, k, v, torch.empty_like(o), L, causal)
+    s = q.double() @ k.double().transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    ref = torch.softmax(s, -1) @ v.double()
+    assert ((o.double() - ref).norm() / ref.norm()).item() < 2e-2
+    assert (L.double() - torch.logsumexp(s, -1)).abs().max().item() < 1e-3
+    assert torch.equal(FlashAttentionTriton.apply(q, k, v, causal), o)  # deterministic

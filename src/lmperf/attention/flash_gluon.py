@@ -19,6 +19,7 @@ import math
 
 import torch
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -78,9 +79,12 @@ def _fwd_kernel(
     stride_ob,
     stride_oh,
     stride_on,
+    O_part,
+    L_part,
     scale_log2,
     IS_CAUSAL: gl.constexpr,
     STAGES: gl.constexpr,
+    SPLITS: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -88,7 +92,9 @@ def _fwd_kernel(
     D: gl.constexpr = q_desc.block_type.shape[1]
     dtype: gl.constexpr = q_desc.dtype
 
-    q0 = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M  # heaviest causal tiles first
+    tile = gl.program_id(0) // SPLITS
+    split = gl.program_id(0) % SPLITS
+    q0 = (gl.num_programs(0) // SPLITS - 1 - tile) * BLOCK_M  # heaviest causal tiles first
     bh = gl.program_id(1)
     q_row, q_col = _origin(bh, H, q_rows_b, q_stride_h, q_row_len)
     k_row, k_col = _origin(bh, H, k_rows_b, k_stride_h, k_row_len)
@@ -122,11 +128,16 @@ def _fwd_kernel(
     else:
         n_tiles = gl.cdiv(N, BLOCK_N)
         first_masked = n_tiles
+    # This program's key tiles [lo, hi): its share of the query tile's when SPLITS > 1. A split with
+    # no share redoes the last tile (never waits on a load not issued); _combine ignores it.
+    chunk = gl.cdiv(n_tiles, SPLITS)
+    lo = gl.minimum(split * chunk, n_tiles - 1)
+    hi = gl.maximum(gl.minimum(split * chunk + chunk, n_tiles), lo + 1)
 
     _load_tile(q_desc, q_row + q0, q_col, q_bar, q_smem, True)
     for i in gl.static_range(STAGES):
-        _load_tile(k_desc, k_row + i * BLOCK_N, k_col, k_bars.index(i), k_smem.index(i), i < n_tiles)
-        _load_tile(v_desc, v_row + i * BLOCK_N, v_col, v_bars.index(i), v_smem.index(i), i < n_tiles)
+        _load_tile(k_desc, k_row + (lo + i) * BLOCK_N, k_col, k_bars.index(i), k_smem.index(i), lo + i < hi)
+        _load_tile(v_desc, v_row + (lo + i) * BLOCK_N, v_col, v_bars.index(i), v_smem.index(i), lo + i < hi)
 
     q_rows = q0 + gl.arange(0, BLOCK_M, layout=row_s)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
@@ -134,38 +145,38 @@ def _fwd_kernel(
     m = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
     l = gl.zeros([BLOCK_M], gl.float32, row_s)
 
-    # key tile 0: nothing to overlap with yet
+    # key tile lo: nothing to overlap with yet
     mbarrier.wait(q_bar, 0)
     q = q_smem.load(q_layout)  # in registers, each S = Q K^T reads only K from shared memory
     mbarrier.wait(k_bars.index(0), 0)
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
-    _load_tile(k_desc, k_row + STAGES * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), STAGES < n_tiles)
-    p, alpha, m, l = _softmax(s, m, l, q_rows, 0, scale_log2, BLOCK_N, IS_CAUSAL, s_layout)
+    _load_tile(k_desc, k_row + (lo + STAGES) * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), lo + STAGES < hi)
+    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
-    for j in range(1, n_tiles):
-        slot = j % STAGES
-        prev = (j - 1) % STAGES
-        mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
+    for j in range(lo + 1, hi):  # key tile j sits in ring slot (j - lo) % STAGES
+        slot = (j - lo) % STAGES
+        prev = (j - lo - 1) % STAGES
+        mbarrier.wait(k_bars.index(slot), ((j - lo) // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
+        mbarrier.wait(v_bars.index(prev), ((j - lo - 1) // STAGES) & 1)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
-        refill = j + STAGES < n_tiles
+        refill = j + STAGES < hi
         _load_tile(k_desc, k_row + (j + STAGES) * BLOCK_N, k_col, k_bars.index(slot), k_smem.index(slot), refill)
         if j >= first_masked:
             p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
         else:
             p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
         acc, p = warpgroup_mma_wait(0, deps=(acc, p))
-        refill = j - 1 + STAGES < n_tiles
+        refill = j - 1 + STAGES < hi
         _load_tile(v_desc, v_row + (j - 1 + STAGES) * BLOCK_N, v_col, v_bars.index(prev), v_smem.index(prev), refill)
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
-    last = (n_tiles - 1) % STAGES
-    mbarrier.wait(v_bars.index(last), ((n_tiles - 1) // STAGES) & 1)
+    last = (hi - 1 - lo) % STAGES
+    mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc,))
     mbarrier.invalidate(q_bar)
@@ -176,9 +187,45 @@ def _fwd_kernel(
     out = acc / gl.convert_layout(l, row_o)[:, None]
     rows = q0 + gl.arange(0, BLOCK_M, layout=row_o)
     cols = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    if SPLITS == 1:
+        O += (bh // H) * stride_ob + (bh % H) * stride_oh
+        gl.store(O + rows[:, None] * stride_on + cols[None, :], out.to(dtype))
+        gl.store(L + bh * N + q_rows, (m + gl.log2(l)) * 0.6931471805599453)  # log2 to natural log
+    else:  # this split's normalized O and its logsumexp (log2 units), for _combine
+        part = (split * gl.num_programs(1) + bh) * N
+        gl.store(O_part + (part + rows)[:, None] * D + cols[None, :], out)
+        gl.store(L_part + part + q_rows, m + gl.log2(l))
+
+
+@triton.jit
+def _combine(
+    O_part, L_part, O, L, N, H, stride_ob, stride_oh, stride_on,
+    BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, SPLITS: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """O and L of one query tile from the SPLITS partial results _fwd_kernel left: each split's O
+    weighted by 2^(its logsumexp - the total's). Splits with no key tiles of their own are skipped."""
+    q0 = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    n_tiles = tl.cdiv(q0 + BLOCK_M, BLOCK_N) if IS_CAUSAL else tl.cdiv(N, BLOCK_N)
+    valid = tl.cdiv(n_tiles, tl.cdiv(n_tiles, SPLITS))
+    rows = q0 + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, D)
+    total = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    for split in tl.static_range(SPLITS):
+        lse = tl.load(L_part + (split * tl.num_programs(1) + bh) * N + rows)
+        total = tl.maximum(total, tl.where(split < valid, lse, float("-inf")))
+    weights = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    for split in tl.static_range(SPLITS):
+        part = (split * tl.num_programs(1) + bh) * N
+        lse = tl.load(L_part + part + rows)
+        w = tl.where(split < valid, tl.exp2(lse - total), 0.0)
+        o = tl.load(O_part + (part + rows)[:, None] * D + cols[None, :], mask=split < valid, other=0.0)
+        acc += w[:, None] * o
+        weights += w
     O += (bh // H) * stride_ob + (bh % H) * stride_oh
-    gl.store(O + rows[:, None] * stride_on + cols[None, :], out.to(dtype))
-    gl.store(L + bh * N + q_rows, (m + gl.log2(l)) * 0.6931471805599453)  # log2 to natural log
+    tl.store(O + rows[:, None] * stride_on + cols[None, :], (acc / weights[:, None]).to(O.dtype.element_ty))
+    tl.store(L + bh * N + rows, (total + tl.log2(weights)) * 0.6931471805599453)
 
 
 @functools.cache
@@ -245,23 +292,35 @@ def _launch(
     # breaks its graph on storage_offset and data_ptr.
     Q, K, V = (x if x.data_ptr() % 16 == 0 else x.clone() for x in (Q, K, V))
     q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, KEY_TILE[d]), _as_rows(V, KEY_TILE[d])
-    _fwd_kernel[(n // BLOCK_M, batch * heads)](
-        q[0],
-        k[0],
-        v[0],
-        O,
-        L,
-        n,
-        heads,
-        *q[1:],
-        *k[1:],
-        *v[1:],
-        *O.stride()[:3],
-        LOG2E / math.sqrt(d),
-        IS_CAUSAL=is_causal,
-        STAGES=STAGES,
-        num_warps=NUM_WARPS,
-    )
+    splits = key_splits(batch * heads * n // BLOCK_M, n // KEY_TILE[d], _sm_count(Q.device))
+    O_part = L_part = O  # unused without splits
+    if splits > 1:
+        O_part = torch.empty(splits, batch * heads, n, d, device=Q.device, dtype=torch.float32)
+        L_part = torch.empty(splits, batch * heads, n, device=Q.device, dtype=torch.float32)
+    _fwd_kernel[(n // BLOCK_M * splits, batch * heads)](
+        q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], O_part, L_part,
+        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=STAGES, SPLITS=splits, num_warps=NUM_WARPS,
+    )  # fmt: skip
+    if splits > 1:
+        _combine[(n // BLOCK_M, batch * heads)](
+            O_part, L_part, O, L, n, heads, *O.stride()[:3],
+            BLOCK_N=KEY_TILE[d], IS_CAUSAL=is_causal, SPLITS=splits, D=d, BLOCK_M=BLOCK_M, num_warps=4,
+        )  # fmt: skip
+
+
+def key_splits(programs: int, longest: int, sms: int) -> int:
+    """How many programs share each query tile's key tiles (split-KV, then _combine): doubled while
+    the grid leaves SMs idle and each share keeps at least 4 key tiles of the longest row. At batch 1,
+    seq 4096 the unsplit grid is 64 programs on 132 SMs, each walking up to 32 tiles in sequence."""
+    splits = 1
+    while programs * splits < sms and longest // (2 * splits) >= 4:
+        splits *= 2
+    return splits
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 # The op torch.compile sees, registered with the low-level Library API: the dispatcher calls the
@@ -275,7 +334,7 @@ _LIBRARY.impl("gluon_attention_forward", _launch, "CUDA")
 torch.library.register_fake("lmperf::gluon_attention_forward", lambda Q, K, V, O, L, is_causal: None, lib=_LIBRARY)
 
 
-def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
+def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int = 1):
     """Compile the kernel for an H100 on any machine (no GPU needed): the tests' check that it builds."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -287,8 +346,9 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16):
             block = [BLOCK_M if arg == "q_desc" else KEY_TILE[d], d]
             signature[arg] = f"tensordesc<{name}{block},{_shared_layout(tuple(block), GL_DTYPES[dtype])!r}>"
         else:
-            signature[arg] = {"O": f"*{name}", "L": "*fp32", "scale_log2": "fp32"}.get(arg, "i32")
-    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "num_warps": NUM_WARPS}
+            pointers = {"O": f"*{name}", "L": "*fp32", "O_part": "*fp32", "L_part": "*fp32", "scale_log2": "fp32"}
+            signature[arg] = pointers.get(arg, "i32")
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": STAGES, "SPLITS": splits, "num_warps": NUM_WARPS}
     for arg in constexprs:
         signature[arg] = "constexpr"
     source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
