@@ -167,3 +167,20 @@ def test_triton_takes_the_models_head_layout_without_copies(dtype):
     assert relative_error(o.reshape(batch * heads, n, d), ref_o) < tol
     for grad, ref_grad in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert relative_error(grad.reshape(batch * heads, n, d), ref_grad) < tol * 2
+
+
+def test_leaderboard_implementations_take_turns_round_by_round():
+    """A B C A B C ...: a slow stretch of the run hits every implementation alike, and round i of one
+    pairs with round i of another."""
+    from lmperf.studies.flash import interleaved_medians, round_columns
+
+    calls = []
+    timers = {name: (lambda n=name: calls.append(n) or float(len(calls))) for name in ("a", "b", "c")}
+    times = interleaved_medians(timers, rounds=3)
+    assert calls == ["a", "b", "c"] * 3
+    assert times == {"a": [1.0, 4.0, 7.0], "b": [2.0, 5.0, 8.0], "c": [3.0, 6.0, 9.0]}
+    columns = round_columns([2.0, 2.1, 1.9, 2.05, 1.95], prefix="graphed_")
+    assert (
+        columns["graphed_median_ms"] == 2.0 and columns["graphed_round_ms"] == "2.00000;2.10000;1.90000;2.05000;1.95000"
+    )
+    assert 1.9 <= columns["graphed_ci95_low_ms"] <= 2.0 <= columns["graphed_ci95_high_ms"] <= 2.1

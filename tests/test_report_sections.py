@@ -275,3 +275,28 @@ def test_the_header_names_one_commit_or_says_there_are_several():
     assert "2 measuring jobs took 3.00 minutes of wall time and 4.00 GPU-minutes" in one
     two = provenance([h100, h200.assign(commit="def")], jobs)
     assert two.startswith("The rows come from 2 commits (`abc`, `def`), so not from one run")
+
+
+def test_leaderboard_rounds_pair_the_implementations_and_say_not_resolved():
+    """With interleaved rounds, ours against another is a paired ratio with a CI: a difference inside
+    the CI is "not resolved" (never a win), one outside it is stated with its direction."""
+    rounds = {  # ms per round; cuDNN's forward is level with ours within the noise, flash clearly slower
+        ("ours_triton", "forward"): [2.00, 2.03, 1.98, 2.01, 1.99, 2.02],
+        ("sdpa_cudnn", "forward"): [2.01, 2.00, 2.00, 2.02, 1.98, 2.01],
+        ("sdpa_flash", "forward"): [2.50, 2.52, 2.49, 2.51, 2.50, 2.53],
+    }
+    frame = leaderboard_frame()
+    frame["round_ms"], frame["rounds"] = None, 6
+    for (impl, pass_), times in rounds.items():
+        at = (frame["implementation"] == impl) & (frame["pass"] == pass_)
+        frame.loc[at, "round_ms"] = ";".join(map(str, times))
+        frame.loc[at, "median_ms"] = sorted(times)[2] / 2 + sorted(times)[3] / 2
+    frame["ci95_low_ms"], frame["ci95_high_ms"] = frame["median_ms"] * 0.99, frame["median_ms"] * 1.01
+    text = flash_section.render(frame, sweep_frame())
+    assert "shared by 6 rounds in which the three implementations take turns" in text
+    assert "95% CI (ms)" in text
+    cudnn = re.search(r"Forward, launched: .* the speed of sdpa_cudnn .*", text).group(0)
+    assert "over 6 paired rounds) — not resolved." in cudnn
+    flash = re.search(r"Forward, launched: .* the speed of sdpa_flash .*", text).group(0)
+    assert "— ours faster." in flash
+    assert "Forward + backward, launched: ours takes 5.000 ms, 0.90× the speed of sdpa_cudnn" in text  # no rounds

@@ -21,9 +21,10 @@ rule flash_leaderboard:
     params:
         warmup_ms=FLASH["leaderboard"]["warmup_ms"],
         rep_ms=FLASH["leaderboard"]["rep_ms"],
+        rounds=FLASH["leaderboard"]["rounds"],
     shell:
         "python -m lmperf.studies.flash leaderboard --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms}"
-        " --out {output} > {log} 2>&1"
+        " --rounds {params.rounds} --out {output} > {log} 2>&1"
 
 
 rule flash_sweep:

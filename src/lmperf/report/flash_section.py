@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from lmperf.measure.stats import ratio_ci, resolved, split_ms
 from lmperf.report.markdown import num, ok, table, text
 
 PASS_LABELS = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward"}
@@ -21,17 +22,26 @@ def gpu_time_column(frame: pd.DataFrame) -> str:
 
 
 def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str, column: str = "median_ms") -> str:
+    """Ours against another implementation on one pass. Where the study timed interleaved rounds
+    (``round_ms`` beside ``median_ms``), the speed ratio is paired round by round with a bootstrap CI,
+    and a ratio whose CI holds 1 is "not resolved"; a study without rounds gives the bare ratio."""
     ours = rows[(rows["implementation"] == "ours_triton") & (rows["pass"] == pass_)]
     theirs = rows[(rows["implementation"] == other) & (rows["pass"] == pass_)]
     if ours.empty or theirs.empty or ours[column].isna().all() or theirs[column].isna().all():
         return ""
+    how = "launched" if column == "median_ms" else "replayed as a CUDA graph"
+    head = f"{PASS_LABELS[pass_].capitalize()}, {how}: ours takes {num(ours[column].iloc[0], 3)} ms,"
+    rounds = column.replace("median_ms", "round_ms")
+    if rounds in rows and ours[rounds].notna().all() and theirs[rounds].notna().all():
+        ratio, low, high = ratio_ci(split_ms(theirs[rounds].iloc[0]), split_ms(ours[rounds].iloc[0]))
+        verdict = "not resolved" if not resolved(low, high) else ("ours faster" if low > 1 else "ours slower")
+        return (
+            f"{head} {num(ratio, 3)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms; 95% CI "
+            f"{num(low, 3)}–{num(high, 3)} over {len(split_ms(ours[rounds].iloc[0]))} paired rounds) — {verdict}."
+        )
     ratio = theirs[column].iloc[0] / ours[column].iloc[0]
     verdict = "faster than" if ratio > 1 else "slower than"
-    how = "launched" if column == "median_ms" else "replayed as a CUDA graph"
-    return (
-        f"{PASS_LABELS[pass_].capitalize()}, {how}: ours takes {num(ours[column].iloc[0], 3)} ms, "
-        f"{num(ratio)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms) — {verdict} it."
-    )
+    return f"{head} {num(ratio)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms) — {verdict} it."
 
 
 def leaderboard(frame: pd.DataFrame) -> list[str]:
@@ -46,6 +56,15 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
             "implementation": rows["implementation"],
             "pass": rows["pass"].map(PASS_LABELS),
             "median (ms)": rows["median_ms"].map(lambda x: num(x, 3)),
+            **(
+                {
+                    "95% CI (ms)": [
+                        f"{num(lo, 3)}–{num(hi, 3)}" for lo, hi in zip(rows["ci95_low_ms"], rows["ci95_high_ms"])
+                    ]
+                }
+                if "ci95_low_ms" in rows
+                else {}
+            ),
             "TFLOP/s": rows["tflops"].map(lambda x: num(x, 1)),
             **(
                 {
@@ -64,9 +83,14 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         for p in ("forward_backward", "forward")
         for other in ("sdpa_flash", "sdpa_cudnn")
     ]
+    rounds = (
+        f", shared by {int(first['rounds'])} rounds in which the three implementations take turns"
+        if "rounds" in rows
+        else ""
+    )
     return out + [
-        f"`triton.testing.do_bench` median, warm-up {first['warmup_ms']} ms, repetitions for {first['rep_ms']} ms; "
-        "ours is `torch.compile(FlashAttentionTriton.apply)`, and `o.sum().backward()` for the backward.",
+        f"`triton.testing.do_bench` median, warm-up {first['warmup_ms']} ms, repetitions for {first['rep_ms']} ms"
+        f"{rounds}; ours is `torch.compile(FlashAttentionTriton.apply)`, and `o.sum().backward()` for the backward.",
         "",
         table(shown),
         "",

@@ -13,10 +13,14 @@ is not graphed: its input graph is built outside the capture.
 The leaderboard shape of CS336 Assignment 2: q, k, v = randn(3, 16, 16384, 64), bf16, causal;
 ``torch.compile(FlashAttentionTriton.apply)``; ``o.sum().backward()``; do_bench(rep=10000,
 warmup=1000); the same for torch SDPA pinned to its flash and cuDNN backends, in the same process.
+There the three take turns in ``rounds`` interleaved rounds that share the warm-up and repetition
+time: each row has the median of its round medians with a bootstrap CI, and the rounds
+(``round_ms``), so that the report can pair two implementations round by round.
 FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
 """
 
 import argparse
+import statistics
 
 import torch
 import torch._functorch.config
@@ -25,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
+from lmperf.measure.stats import median_ci
 from lmperf.studies import int_list
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -100,10 +105,8 @@ def time_pass(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_
     )
 
 
-def time_graphed(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
-    """Median milliseconds of the pass replayed as a CUDA graph (forward, or forward + backward)."""
-    from triton.testing import do_bench
-
+def graphed_pass(attention, q, k, v, causal: bool, pass_: str):
+    """The pass (forward, or forward + backward) captured as a CUDA graph: a function that replays it."""
     if pass_ == "backward":
         raise GraphUnavailable("the backward alone is not graphed")
 
@@ -113,7 +116,14 @@ def time_graphed(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, r
             if pass_ != "forward":
                 out.sum().backward()
 
-    replay = capture_graph(step, q.device, warmup_steps=3)  # warm-up autotunes and compiles first
+    return capture_graph(step, q.device, warmup_steps=3)  # warm-up autotunes and compiles first
+
+
+def time_graphed(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
+    """Median milliseconds of the pass replayed as a CUDA graph (forward, or forward + backward)."""
+    from triton.testing import do_bench
+
+    replay = graphed_pass(attention, q, k, v, causal, pass_)
     try:
         return do_bench(replay, warmup=warmup_ms, rep=rep_ms, return_mode="median")
     finally:
@@ -155,16 +165,86 @@ def relative_difference(attention, reference, q, k, v, causal: bool) -> float:
     return max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(*results))
 
 
-def leaderboard_rows(warmup_ms: int, rep_ms: int, batch=16, seq=16384, d=64) -> list[dict]:
+def interleaved_medians(timers: dict, rounds: int) -> dict[str, list[float]]:
+    """Each timer's result per round, the timers taking turns round after round (A B C A B C ...), so
+    that a slow stretch of the run (clocks, power, a neighbour) hits every implementation alike and
+    the ratio of two implementations can be taken round by round."""
+    times = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            times[name].append(timer())
+    return times
+
+
+def round_columns(times_ms: list[float], prefix: str = "") -> dict:
+    """The median of the round medians, its bootstrap CI, and the rounds themselves (for paired ratios)."""
+    low, high = median_ci(times_ms)
+    return {
+        f"{prefix}median_ms": statistics.median(times_ms),
+        f"{prefix}ci95_low_ms": low,
+        f"{prefix}ci95_high_ms": high,
+        f"{prefix}round_ms": ";".join(f"{t:.5f}" for t in times_ms),
+    }
+
+
+def leaderboard_pass(impls: dict, q, k, v, pass_: str, warmup_ms: int, rep_ms: int, rounds: int) -> dict[str, dict]:
+    """Per implementation, one pass timed launched and then replayed, each in interleaved rounds that
+    share warmup_ms and rep_ms between them; and the peak memory of one launched pass."""
+    from triton.testing import do_bench
+
+    batch, seq, d = q.shape
+    flops = attention_flops(batch, seq, d, True, pass_)
+    columns = {}
+    for name, attention in impls.items():
+        torch.cuda.reset_peak_memory_stats(q.device)
+        time_pass(attention, q, k, v, True, pass_, 1, 1)
+        columns[name] = {"peak_mem_gib": torch.cuda.max_memory_allocated(q.device) / 2**30, "rounds": rounds}
+        q.grad = k.grad = v.grad = None
+    warm, rep = warmup_ms / rounds, rep_ms / rounds
+    timers = {
+        name: lambda a=attention: time_pass(a, q, k, v, True, pass_, warm, rep) for name, attention in impls.items()
+    }
+    launched = interleaved_medians(timers, rounds)
+    replays = {name: graphed_pass(attention, q, k, v, True, pass_) for name, attention in impls.items()}
+    timers = {
+        name: lambda r=replay: do_bench(r, warmup=warm, rep=rep, return_mode="median")
+        for name, replay in replays.items()
+    }
+    graphed = interleaved_medians(timers, rounds)
+    del replays, timers
+    q.grad = k.grad = v.grad = None  # they live in the graphs' pools
+    free_memory(q.device)
+    for name, row in columns.items():
+        row.update(round_columns(launched[name]), **round_columns(graphed[name], "graphed_"))
+        ms, graphed_ms = row["median_ms"], row["graphed_median_ms"]
+        row.update(
+            tflops=flops / (ms / 1e3) / 1e12,
+            graphed_tflops=flops / (graphed_ms / 1e3) / 1e12,
+            host_overhead_ms=ms - graphed_ms,
+            host_bound=host_bound(ms, graphed_ms),
+        )
+    return columns
+
+
+def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, seq=16384, d=64) -> list[dict]:
+    """Ours, SDPA flash and SDPA cuDNN at the leaderboard shape, timed in interleaved rounds."""
     device = torch.device("cuda")
     env = fingerprint(device)
     generator = torch.Generator(device=device).manual_seed(0)
     q, k, v = torch.randn(3, batch, seq, d, device=device, dtype=torch.bfloat16, generator=generator).unbind(0)
     q, k, v = (t.contiguous().requires_grad_() for t in (q, k, v))
-    impls = implementations(compile_ours=True)
+    every = implementations(compile_ours=True)
+    impls = {name: every[name] for name in ("ours_triton", "sdpa_flash", "sdpa_cudnn")}
+    diffs = {name: relative_difference(impls[name], every["sdpa_flash"], q, k, v, True) for name in impls}
+    timed = {}
+    for pass_ in ("forward", "forward_backward"):
+        try:
+            timed[pass_] = leaderboard_pass(impls, q, k, v, pass_, warmup_ms, rep_ms, rounds)
+        except torch.OutOfMemoryError as error:
+            timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
     rows = []
-    for name in ("ours_triton", "sdpa_flash", "sdpa_cudnn"):
-        diff = relative_difference(impls[name], impls["sdpa_flash"], q, k, v, True) if name != "sdpa_flash" else 0.0
+    for name in impls:
+        diff = diffs[name]
         for pass_ in ("forward", "forward_backward"):
             row = {
                 "study": "flash_leaderboard",
@@ -180,11 +260,8 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, batch=16, seq=16384, d=64) -> 
                 "rel_diff_vs_sdpa_flash": diff,
                 "status": "ok",
                 "note": "",
+                **timed[pass_][name],
             }
-            try:
-                row.update(timed_columns(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms))
-            except torch.OutOfMemoryError as error:
-                row.update(status="oom", note=str(error).split(" GPU ")[0])
             print(
                 f"{name:>12} {pass_:>16} {row.get('median_ms', float('nan')):8.3f} ms launched "
                 f"{row.get('graphed_median_ms', float('nan')):8.3f} ms graphed  diff {diff:.2e}",
@@ -255,6 +332,7 @@ def main(argv=None) -> None:
     p.add_argument("experiment", choices=["leaderboard", "sweep"])
     p.add_argument("--warmup-ms", type=int, default=1000)
     p.add_argument("--rep-ms", type=int, default=10000)
+    p.add_argument("--rounds", type=int, default=10, help="leaderboard: interleaved rounds")
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--seq-lengths", type=int_list, default=[128, 1024])
@@ -273,7 +351,7 @@ def main(argv=None) -> None:
             }
         ]
     elif args.experiment == "leaderboard":
-        rows = leaderboard_rows(args.warmup_ms, args.rep_ms)
+        rows = leaderboard_rows(args.warmup_ms, args.rep_ms, args.rounds)
     else:
         rows = sweep_rows(
             args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","), args.warmup_ms, args.rep_ms
