@@ -180,3 +180,25 @@ def test_flash_slice_in_model_table_is_the_paired_bootstrap_of_its_csv():
             cells = [mode, str(row.context_length), f"{row.speedup:.4f}", f"{row.ci95_low:.4f}–{row.ci95_high:.4f}"]
             line = next(line for line in readme.splitlines() if all(f" {c} " in line for c in cells))
             assert verdict in line
+
+
+LEADERBOARD = REFERENCE / "flash-leaderboard"
+
+
+def test_leaderboard_slice_is_one_commit_rendered_and_says_what_it_shows():
+    """Interleaved rounds at one commit; the section re-rendered from the CSV; the README's verdicts
+    are the paired CIs' (the forward bar is stated as missed, since cuDNN is resolved ahead)."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+    from lmperf.report import flash_section
+
+    rows = render.read(LEADERBOARD / "leaderboard.csv")
+    assert set(rows["commit"]) == {"4a0bb0faf495"} and (rows["rounds"] == 10).all()
+    assert (LEADERBOARD / "sections.md").read_text() == "\n".join(flash_section.leaderboard(rows))
+    by = rows.set_index(["implementation", "pass"])
+    readme = (LEADERBOARD / "README.md").read_text()
+    for column, prefix in (("round_ms", ""), ("graphed_round_ms", "graphed_")):
+        ours, cudnn = (split_ms(by.loc[(impl, "forward"), column]) for impl in ("ours_triton", "sdpa_cudnn"))
+        ratio, low, high = ratio_ci(cudnn, ours)
+        assert f"{ratio:.3f}× cuDNN's speed, with a CI of {low:.3f}–{high:.3f}" in readme
+        assert f"{by.loc[('ours_triton', 'forward'), prefix + 'median_ms']:.3f} ms" in readme
+    assert "**Forward: the bar (ours ≤ cuDNN) is not met.**" in readme
