@@ -8,6 +8,9 @@ while the P V product runs, then waits for it and rescales O. Q stays in registe
 arrive by TMA into a ring of ``STAGES`` shared-memory buffers, each refilled once the product that
 reads it has completed. One warpgroup per program (64 query rows), two programs per SM.
 
+Where that grid leaves SMs idle (batch 1 and a few thousand keys), several programs share a query
+tile's key tiles (``key_splits``) and ``_combine`` merges their results by logsumexp (variant 12).
+
 Same outputs as the portable kernel (``flash_triton``): O, and L the natural-log logsumexp, so its
 backward takes over unchanged. Used where ``unsupported()`` has no objection: an sm_90 GPU, bf16 or
 fp16, d of 64 or 128, as many keys as queries, a multiple of 128, and rows that a 2-D TMA
