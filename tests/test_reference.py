@@ -202,3 +202,32 @@ def test_leaderboard_slice_is_one_commit_rendered_and_says_what_it_shows():
         assert f"{ratio:.3f}× cuDNN's speed, with a CI of {low:.3f}–{high:.3f}" in readme
         assert f"{by.loc[('ours_triton', 'forward'), prefix + 'median_ms']:.3f} ms" in readme
     assert "**Forward: the bar (ours ≤ cuDNN) is not met.**" in readme
+
+
+IN_MODEL = REFERENCE / "flash-in-model"
+
+
+def test_in_model_slice_is_one_commit_and_its_table_is_the_paired_bootstrap():
+    """Small and medium at one commit; every README row is attention_ratios of its size's CSV, and
+    the train step is never resolved slower than SDPA (the claim the README makes)."""
+    from lmperf.report.e2e_analysis import attention_ratios
+
+    readme = (IN_MODEL / "README.md").read_text()
+    for size in ("small", "medium"):
+        e2e = render.read(IN_MODEL / f"e2e-{size}-bf16-compiled.csv")
+        assert set(e2e["commit"]) == {"1cf5ade4c9d2"}
+        for mode in ("forward", "forward_backward", "train_step"):
+            ratios = attention_ratios(e2e, base="sdpa", mode=mode)
+            for row in ratios[ratios["attention"] == "flash_triton"].itertuples():
+                verdict = ("ours faster" if row.ci95_low > 1 else "sdpa faster") if row.resolved else "not resolved"
+                cells = [
+                    size,
+                    mode,
+                    str(row.context_length),
+                    f"{row.speedup:.4f}",
+                    f"{row.ci95_low:.4f}–{row.ci95_high:.4f}",
+                ]
+                line = next(line for line in readme.splitlines() if all(f" {c} " in line for c in cells))
+                assert verdict in line
+                if mode == "train_step":
+                    assert row.ci95_high >= 1
