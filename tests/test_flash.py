@@ -184,3 +184,15 @@ def test_leaderboard_implementations_take_turns_round_by_round():
         columns["graphed_median_ms"] == 2.0 and columns["graphed_round_ms"] == "2.00000;2.10000;1.90000;2.05000;1.95000"
     )
     assert 1.9 <= columns["graphed_ci95_low_ms"] <= 2.0 <= columns["graphed_ci95_high_ms"] <= 2.1
+
+
+def test_flash_attention_4_is_an_anchor_only_where_installed():
+    """FlashAttention-4 is optional: without the package (as in CI) its rows are skipped with the reason."""
+    import importlib.util
+
+    from lmperf.studies.flash import unavailable
+
+    assert unavailable("ours_triton", "fp32") == "" and unavailable("sdpa_cudnn", "bf16") == ""
+    assert unavailable("fa4", "fp32") == "FlashAttention-4 takes 16-bit inputs only"
+    if importlib.util.find_spec("flash_attn") is None:
+        assert unavailable("fa4", "bf16").startswith("flash-attn-4 is not installed")

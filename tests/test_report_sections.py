@@ -300,3 +300,13 @@ def test_leaderboard_rounds_pair_the_implementations_and_say_not_resolved():
     flash = re.search(r"Forward, launched: .* the speed of sdpa_flash .*", text).group(0)
     assert "— ours faster." in flash
     assert "Forward + backward, launched: ours takes 5.000 ms, 0.90× the speed of sdpa_cudnn" in text  # no rounds
+
+
+def test_leaderboard_says_which_anchor_did_not_run_and_why():
+    skipped = {"implementation": "fa4", "status": "skipped", "note": "flash-attn-4 is not installed", **ENV}
+    frame = pd.concat(
+        [leaderboard_frame(), pd.DataFrame([{**skipped, "pass": p} for p in ("forward", "forward_backward")])]
+    )
+    text = flash_section.render(frame, sweep_frame())
+    assert text.count("fa4 did not run: flash-attn-4 is not installed.") == 1
+    assert "the speed of fa4" not in text

@@ -81,8 +81,10 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         _ratio_sentence(rows, p, other, column)
         for column in dict.fromkeys(("median_ms", gpu_time_column(rows)))
         for p in ("forward_backward", "forward")
-        for other in ("sdpa_flash", "sdpa_cudnn")
+        for other in ("sdpa_flash", "sdpa_cudnn", "fa4")
     ]
+    skipped = frame[frame["status"] == "skipped"].drop_duplicates("implementation")
+    not_run = [f"{row.implementation} did not run: {text(row.note)}." for row in skipped.itertuples()]
     rounds = (
         f", shared by {int(first['rounds'])} rounds in which the three implementations take turns"
         if "rounds" in rows
@@ -95,6 +97,7 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         table(shown),
         "",
         *[s for s in sentences if s],
+        *not_run,
         "",
     ]
 

@@ -54,6 +54,33 @@ def _sdpa(backend: SDPBackend):
     return run
 
 
+def _fa4():
+    """FlashAttention-4 (the flash-attn-4 package, CuTe DSL), an anchor beside SDPA where installed;
+    it takes (batch, seq, heads, d), so our (batch, seq, d) inputs are one head."""
+
+    def run(q, k, v, causal):
+        from flash_attn.cute import flash_attn_func
+
+        out = flash_attn_func(q[:, :, None], k[:, :, None], v[:, :, None], causal=causal)
+        return (out[0] if isinstance(out, tuple) else out)[:, :, 0]
+
+    return run
+
+
+def unavailable(name: str, dtype: str) -> str:
+    """Why an implementation cannot run here ('' where it can): FlashAttention-4 is an optional
+    package (not a dependency of lmperf), and a 16-bit kernel."""
+    if name != "fa4":
+        return ""
+    if dtype != "bf16":
+        return "FlashAttention-4 takes 16-bit inputs only"
+    try:
+        import flash_attn.cute  # noqa: F401
+    except ImportError as error:
+        return f"flash-attn-4 is not installed ({error}): pip install --pre flash-attn-4"
+    return ""
+
+
 def implementations(compile_ours: bool = False) -> dict:
     """name -> attention(q, k, v, causal) on (batch, seq, d) tensors.
 
@@ -75,6 +102,7 @@ def implementations(compile_ours: bool = False) -> dict:
         "naive_compiled": lambda q, k, v, c: compiled_naive(q, k, v, is_causal=c),
         "sdpa_flash": _sdpa(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa(SDPBackend.CUDNN_ATTENTION),
+        "fa4": _fa4(),
     }
 
 
@@ -227,14 +255,16 @@ def leaderboard_pass(impls: dict, q, k, v, pass_: str, warmup_ms: int, rep_ms: i
 
 
 def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, seq=16384, d=64) -> list[dict]:
-    """Ours, SDPA flash and SDPA cuDNN at the leaderboard shape, timed in interleaved rounds."""
+    """Ours, SDPA flash, SDPA cuDNN and FlashAttention-4 (a skipped row where it is not installed) at
+    the leaderboard shape, timed in interleaved rounds."""
     device = torch.device("cuda")
     env = fingerprint(device)
     generator = torch.Generator(device=device).manual_seed(0)
     q, k, v = torch.randn(3, batch, seq, d, device=device, dtype=torch.bfloat16, generator=generator).unbind(0)
     q, k, v = (t.contiguous().requires_grad_() for t in (q, k, v))
     every = implementations(compile_ours=True)
-    impls = {name: every[name] for name in ("ours_triton", "sdpa_flash", "sdpa_cudnn")}
+    names = ("ours_triton", "sdpa_flash", "sdpa_cudnn", "fa4")
+    impls = {name: every[name] for name in names if not unavailable(name, "bf16")}
     diffs = {name: relative_difference(impls[name], every["sdpa_flash"], q, k, v, True) for name in impls}
     timed = {}
     for pass_ in ("forward", "forward_backward"):
@@ -242,9 +272,13 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
             timed[pass_] = leaderboard_pass(impls, q, k, v, pass_, warmup_ms, rep_ms, rounds)
         except torch.OutOfMemoryError as error:
             timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
+    for pass_ in timed:
+        timed[pass_].update(
+            {name: {"status": "skipped", "note": unavailable(name, "bf16")} for name in names if name not in impls}
+        )
     rows = []
-    for name in impls:
-        diff = diffs[name]
+    for name in names:
+        diff = diffs.get(name, float("nan"))
         for pass_ in ("forward", "forward_backward"):
             row = {
                 "study": "flash_leaderboard",
@@ -305,6 +339,9 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                 }
                 if name == "ours_pytorch" and seq > PYTHON_LOOP_MAX_SEQ:
                     row.update(status="skipped", note=f"tiled Python loop; timed up to seq {PYTHON_LOOP_MAX_SEQ}")
+                if unavailable(name, dtype):
+                    row.update(status="skipped", note=unavailable(name, dtype))
+                if row["status"] == "skipped":
                     rows.append({**row, **env})
                     continue
                 try:
