@@ -1,4 +1,5 @@
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -6,7 +7,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from conftest import ROOT, copy_pipeline, dry_run, snakemake
+from conftest import ROOT, copy_pipeline, dry_run, dry_run_jobs, snakemake
 
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -102,6 +103,25 @@ def test_profile_exclude_drops_the_targets_its_globs_match(tmp_path):
     )
     counts = dry_run(workdir, "--configfile", "config.yaml", "narrow.yaml")
     assert counts["profile"] == 40 - 8 - 4  # xl's 8 targets, and the other 4 sizes' train step at ctx 1024
+
+
+def test_the_report_names_what_the_exclude_lists_left_out(tmp_path):
+    """An overlay that drops targets by glob hands them to the report, which lists them as not measured."""
+    workdir = copy_pipeline(tmp_path)
+    narrow = {"grid": "full", "grids": {"full": {"e2e": {"exclude": ["results/e2e/2.7B/fp32-*"]}}}}
+    (workdir / "narrow.yaml").write_text(yaml.safe_dump(narrow))
+    report = next(
+        job for job in dry_run_jobs(workdir, "--configfile", "config.yaml", "narrow.yaml") if job["rule"] == "report"
+    )
+    missing = re.findall(r"--missing (\S+)", report["shell"])
+    assert missing == ["results/e2e/2.7B/fp32-eager.csv", "results/e2e/2.7B/fp32-compiled.csv"]
+    from lmperf.report.render import left_out
+
+    assert left_out(missing)[0] == (
+        "Not measured in this run (the grid's `exclude` lists): "
+        "`results/e2e/2.7B/fp32-eager.csv`, `results/e2e/2.7B/fp32-compiled.csv`."
+    )
+    assert left_out([]) == []
 
 
 def test_e2e_exclude_must_be_a_list_of_globs():

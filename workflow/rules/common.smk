@@ -120,9 +120,16 @@ def figure(name, categories):
     return report(f"report/figures/{name}.png", caption=f"../report/{name}.rst", category=categories[name])
 
 
+# What the grids' ``exclude`` lists leave out of this run, for the report to name.
+EXCLUDED = []
+
+
 def excluding(targets, patterns):
-    """The targets less those matching a glob of a grid's ``exclude`` (e.g. results/profile/xl/*)."""
-    return [t for t in targets if not any(fnmatch.fnmatch(t, pattern) for pattern in patterns)]
+    """The targets less those matching a glob of a grid's ``exclude`` (e.g. results/profile/xl/*);
+    the ones left out are recorded in EXCLUDED."""
+    dropped = [t for t in targets if any(fnmatch.fnmatch(t, pattern) for pattern in patterns)]
+    EXCLUDED.extend(dropped)
+    return [t for t in targets if t not in dropped]
 
 
 def alternatives(values):

@@ -193,6 +193,7 @@ rule report:
     params:
         grid=GRID_NAME,
         skip=SKIPPED_STUDIES,
+        missing=" ".join(f"--missing {target}" for target in EXCLUDED),
     shell:
-        "python -m lmperf.report.render --grid {params.grid} {params.skip} --results results --figures report/figures"
-        " --out {output} > {log} 2>&1"
+        "python -m lmperf.report.render --grid {params.grid} {params.skip} {params.missing} --results results"
+        " --figures report/figures --out {output} > {log} 2>&1"

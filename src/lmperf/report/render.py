@@ -86,7 +86,14 @@ def provenance(frames: list[pd.DataFrame], jobs: pd.DataFrame) -> str:
     )
 
 
-def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
+def left_out(missing: list[str]) -> list[str]:
+    """The header's list of the targets that the grid's ``exclude`` lists left out of this run."""
+    if not missing:
+        return []
+    return [f"Not measured in this run (the grid's `exclude` lists): {', '.join(f'`{t}`' for t in missing)}.", ""]
+
+
+def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[str] = ()) -> str:
     frames = {
         name: read(results / f"{name}.csv")
         for name in (
@@ -116,6 +123,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = ()) -> str:
         "",
         provenance(list(frames.values()), frames["cost"]),
         "",
+        *left_out(list(missing)),
     ]
     sections = [
         e2e_section.render(e2e, frames["warmup"]),
@@ -161,6 +169,7 @@ def main(argv=None) -> None:
     only.add_argument(
         "--memory-comm-only", action="store_true", help="only the memory, communication and data-parallel sections"
     )
+    p.add_argument("--missing", action="append", default=[], help="a target the grid left out (repeatable)")
     p.add_argument("--out", default="report/final.md", type=Path)
     args = p.parse_args(argv)
     with atomic_path(args.out) as tmp:
@@ -169,7 +178,7 @@ def main(argv=None) -> None:
         elif args.memory_comm_only:
             tmp.write_text(render_memory_comm(args.results))
         else:
-            tmp.write_text(render(args.results, args.grid, tuple(args.skip)))
+            tmp.write_text(render(args.results, args.grid, tuple(args.skip), args.missing))
 
 
 if __name__ == "__main__":
