@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PIPELINE_FILES = ["Snakefile", "config.yaml", "workflow", "profiles", "src"]
+PIPELINE_FILES = ["Snakefile", "config.yaml", "workflow", "profiles", "scripts", "src"]
 
 
 def copy_pipeline(dest: Path) -> Path:

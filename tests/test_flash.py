@@ -180,9 +180,7 @@ def test_leaderboard_implementations_take_turns_round_by_round():
     assert calls == ["a", "b", "c"] * 3
     assert times == {"a": [1.0, 4.0, 7.0], "b": [2.0, 5.0, 8.0], "c": [3.0, 6.0, 9.0]}
     columns = round_columns([2.0, 2.1, 1.9, 2.05, 1.95], prefix="graphed_")
-    assert (
-        columns["graphed_median_ms"] == 2.0 and columns["graphed_round_ms"] == "2.00000;2.10000;1.90000;2.05000;1.95000"
-    )
+    assert columns["graphed_median_ms"] == 2.0 and columns["graphed_round_ms"] == "2.0000;2.1000;1.9000;2.0500;1.9500"
     assert 1.9 <= columns["graphed_ci95_low_ms"] <= 2.0 <= columns["graphed_ci95_high_ms"] <= 2.1
 
 

@@ -3,7 +3,6 @@ one tarball, and Snakemake alone decides what is left. A job cut off by the time
 output and is rerun whole; a finished one is never rerun; the last slice ends with nothing to do."""
 
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -24,7 +23,6 @@ def fresh_checkout(dest: Path) -> Path:
     """The pipeline and the script, every file newer than anything a slice made before (as a clone is)."""
     dest.mkdir()
     copy_pipeline(dest)
-    shutil.copytree(ROOT / "scripts", dest / "scripts")
     now = time.time() + 2
     for path in dest.rglob("*"):
         os.utime(path, (now, now))

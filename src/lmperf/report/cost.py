@@ -30,6 +30,11 @@ def collect(paths: list[str], gpus: list[int]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def totals(jobs: pd.DataFrame) -> tuple[float, float]:
+    """The run's wall time and GPU-minutes, in minutes: wall time x the GPUs each job uses."""
+    return jobs["wall_s"].sum() / 60, (jobs["wall_s"] * jobs["gpus"]).sum() / 60
+
+
 def render(jobs: pd.DataFrame) -> str:
     """The "Cost of this run" section: per study, jobs, wall time and GPU-minutes, and their total."""
     jobs = jobs.assign(gpu_min=jobs["wall_s"] * jobs["gpus"] / 60)
@@ -48,9 +53,9 @@ def render(jobs: pd.DataFrame) -> str:
             "GPU-minutes": per_study["gpu_min"].map(num),
         }
     )
+    wall_min, gpu_min = totals(jobs)
     total = (
-        f"{len(jobs)} measuring jobs ran for {num(jobs['wall_s'].sum() / 60)} minutes of wall time and used "
-        f"{num(jobs['gpu_min'].sum())} GPU-minutes."
+        f"{len(jobs)} measuring jobs ran for {num(wall_min)} minutes of wall time and used {num(gpu_min)} GPU-minutes."
     )
     return "\n".join(
         [

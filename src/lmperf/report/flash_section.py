@@ -33,11 +33,12 @@ def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str, column: str = "m
     head = f"{PASS_LABELS[pass_].capitalize()}, {how}: ours takes {num(ours[column].iloc[0], 3)} ms,"
     rounds = column.replace("median_ms", "round_ms")
     if rounds in rows and ours[rounds].notna().all() and theirs[rounds].notna().all():
-        ratio, low, high = ratio_ci(split_ms(theirs[rounds].iloc[0]), split_ms(ours[rounds].iloc[0]))
+        ours_rounds = split_ms(ours[rounds].iloc[0])
+        ratio, low, high = ratio_ci(split_ms(theirs[rounds].iloc[0]), ours_rounds)
         verdict = "not resolved" if not resolved(low, high) else ("ours faster" if low > 1 else "ours slower")
         return (
             f"{head} {num(ratio, 3)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms; 95% CI "
-            f"{num(low, 3)}–{num(high, 3)} over {len(split_ms(ours[rounds].iloc[0]))} paired rounds) — {verdict}."
+            f"{num(low, 3)}–{num(high, 3)} over {len(ours_rounds)} paired rounds) — {verdict}."
         )
     ratio = theirs[column].iloc[0] / ours[column].iloc[0]
     verdict = "faster than" if ratio > 1 else "slower than"

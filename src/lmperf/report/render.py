@@ -79,7 +79,7 @@ def provenance(frames: list[pd.DataFrame], jobs: pd.DataFrame) -> str:
         if len(commits) == 1
         else f"The rows come from {len(commits)} commits ({', '.join(f'`{c}`' for c in commits)}), so not from one run"
     )
-    wall_min, gpu_min = jobs["wall_s"].sum() / 60, (jobs["wall_s"] * jobs["gpus"]).sum() / 60
+    wall_min, gpu_min = cost.totals(jobs)
     return (
         f"{made}, measured on {', '.join(devices) or 'no device'}. Its {len(jobs)} measuring jobs took "
         f"{num(wall_min)} minutes of wall time and {num(gpu_min)} GPU-minutes (per study: Cost of this run)."

@@ -20,7 +20,6 @@ FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
 """
 
 import argparse
-import statistics
 
 import torch
 import torch._functorch.config
@@ -29,7 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
-from lmperf.measure.stats import median_ci
+from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.studies import int_list
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -168,18 +167,25 @@ def timed_columns(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, 
     ms = time_pass(attention, q, k, v, causal, pass_, warmup_ms, rep_ms)
     q.grad = k.grad = v.grad = None
     peak = torch.cuda.max_memory_allocated(q.device) / 2**30  # of the launched pass: graphs hold a pool more
-    columns = {"median_ms": ms, "tflops": flops / (ms / 1e3) / 1e12, "peak_mem_gib": peak}
+    columns = {"median_ms": ms, "peak_mem_gib": peak}
     try:
         graphed = time_graphed(attention, q, k, v, causal, pass_, warmup_ms, rep_ms)
     except GraphUnavailable as reason:
-        return {**columns, "graphed_median_ms": float("nan"), "graph_note": str(reason)}
-    return {
-        **columns,
-        "graphed_median_ms": graphed,
-        "graphed_tflops": flops / (graphed / 1e3) / 1e12,
-        "host_overhead_ms": ms - graphed,
-        "host_bound": host_bound(ms, graphed),
-    }
+        return {**columns, **rate_columns(flops, ms), "graphed_median_ms": float("nan"), "graph_note": str(reason)}
+    return {**columns, "graphed_median_ms": graphed, **rate_columns(flops, ms, graphed)}
+
+
+def rate_columns(flops: float, ms: float, graphed_ms: float | None = None) -> dict:
+    """TFLOP/s of the launched median and, where the pass was replayed, of the replayed one, with the
+    host's share and whether it bounds the pass."""
+    columns = {"tflops": flops / (ms / 1e3) / 1e12}
+    if graphed_ms is not None:
+        columns.update(
+            graphed_tflops=flops / (graphed_ms / 1e3) / 1e12,
+            host_overhead_ms=ms - graphed_ms,
+            host_bound=host_bound(ms, graphed_ms),
+        )
+    return columns
 
 
 def relative_difference(attention, reference, q, k, v, causal: bool) -> float:
@@ -205,14 +211,10 @@ def interleaved_medians(timers: dict, rounds: int) -> dict[str, list[float]]:
 
 
 def round_columns(times_ms: list[float], prefix: str = "") -> dict:
-    """The median of the round medians, its bootstrap CI, and the rounds themselves (for paired ratios)."""
-    low, high = median_ci(times_ms)
-    return {
-        f"{prefix}median_ms": statistics.median(times_ms),
-        f"{prefix}ci95_low_ms": low,
-        f"{prefix}ci95_high_ms": high,
-        f"{prefix}round_ms": ";".join(f"{t:.5f}" for t in times_ms),
-    }
+    """The summary of the round medians (their median with its bootstrap CI, ...) and the rounds
+    themselves, for paired ratios."""
+    seconds = [t / 1e3 for t in times_ms]
+    return {**summarize_ms(seconds, prefix), f"{prefix}round_ms": join_ms(seconds)}
 
 
 def leaderboard_pass(impls: dict, q, k, v, pass_: str, warmup_ms: int, rep_ms: int, rounds: int) -> dict[str, dict]:
@@ -244,13 +246,7 @@ def leaderboard_pass(impls: dict, q, k, v, pass_: str, warmup_ms: int, rep_ms: i
     free_memory(q.device)
     for name, row in columns.items():
         row.update(round_columns(launched[name]), **round_columns(graphed[name], "graphed_"))
-        ms, graphed_ms = row["median_ms"], row["graphed_median_ms"]
-        row.update(
-            tflops=flops / (ms / 1e3) / 1e12,
-            graphed_tflops=flops / (graphed_ms / 1e3) / 1e12,
-            host_overhead_ms=ms - graphed_ms,
-            host_bound=host_bound(ms, graphed_ms),
-        )
+        row.update(rate_columns(flops, row["median_ms"], row["graphed_median_ms"]))
     return columns
 
 
@@ -264,7 +260,8 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
     q, k, v = (t.contiguous().requires_grad_() for t in (q, k, v))
     every = implementations(compile_ours=True)
     names = ("ours_triton", "sdpa_flash", "sdpa_cudnn", "fa4")
-    impls = {name: every[name] for name in names if not unavailable(name, "bf16")}
+    reasons = {name: unavailable(name, "bf16") for name in names}
+    impls = {name: every[name] for name in names if not reasons[name]}
     diffs = {name: relative_difference(impls[name], every["sdpa_flash"], q, k, v, True) for name in impls}
     timed = {}
     for pass_ in ("forward", "forward_backward"):
@@ -273,9 +270,7 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
         except torch.OutOfMemoryError as error:
             timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
     for pass_ in timed:
-        timed[pass_].update(
-            {name: {"status": "skipped", "note": unavailable(name, "bf16")} for name in names if name not in impls}
-        )
+        timed[pass_].update({name: {"status": "skipped", "note": reasons[name]} for name in names if name not in impls})
     rows = []
     for name in names:
         diff = diffs.get(name, float("nan"))
@@ -314,6 +309,7 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
     device = torch.device("cuda")
     env = fingerprint(device)
     impls = implementations()
+    reasons = {name: unavailable(name, dtype) for name in names}
     rows = []
     for seq in seq_lengths:
         generator = torch.Generator(device=device).manual_seed(seq)
@@ -339,8 +335,8 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                 }
                 if name == "ours_pytorch" and seq > PYTHON_LOOP_MAX_SEQ:
                     row.update(status="skipped", note=f"tiled Python loop; timed up to seq {PYTHON_LOOP_MAX_SEQ}")
-                if unavailable(name, dtype):
-                    row.update(status="skipped", note=unavailable(name, dtype))
+                if reasons[name]:
+                    row.update(status="skipped", note=reasons[name])
                 if row["status"] == "skipped":
                     rows.append({**row, **env})
                     continue
