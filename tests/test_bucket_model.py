@@ -8,7 +8,14 @@ import pytest
 import torch.nn as nn
 
 from lmperf.distributed import make_buckets
-from lmperf.distributed.bucket_model import bucket_bytes, fit_allreduce, fit_overhead_bandwidth, predict_exposed
+from lmperf.distributed.bucket_model import (
+    bucket_bytes,
+    fit_allreduce,
+    fit_overhead_bandwidth,
+    fitted_cost,
+    predict_exposed,
+    swept_cost,
+)
 
 SIZES = [2**10 * 4**k for k in range(11)]  # 1 KiB ... 1 GiB
 
@@ -85,12 +92,26 @@ def test_bucket_partition_equals_ddp_bucketeds(bucket_mb):
 
 
 def test_predicted_exposed_communication():
-    sizes, o, w, backward = [400, 400, 400, 400], 1.0, 100.0, 8.0  # 4 s of transfer per parameter, 1 s overhead
-    assert predict_exposed("naive", sizes, backward, o, w) == pytest.approx(4 * 5)
-    assert predict_exposed("flat", sizes, backward, o, w) == pytest.approx(1 + 16)
+    sizes, backward = [400, 400, 400, 400], 8.0
+    cost = fitted_cost(1.0, 100.0)  # 1 s overhead, 4 s of transfer per parameter
+    assert predict_exposed("naive", sizes, backward, cost) == pytest.approx(4 * 5)
+    assert predict_exposed("flat", sizes, backward, cost) == pytest.approx(1 + 16)
     # one bucket per parameter, ready at 2, 4, 6, 8 s; each takes 5 s: ends at 7, 12, 17, 22 -> 14 s after backward
-    assert predict_exposed("individual", sizes, backward, o, w) == pytest.approx(14)
+    assert predict_exposed("individual", sizes, backward, cost) == pytest.approx(14)
     # two buckets of 800 bytes (limit 800 B), ready at 4 and 8 s; each takes 9 s: ends at 13, 22
-    assert predict_exposed(f"bucketed-{800 / 2**20}", sizes, backward, o, w) == pytest.approx(14)
+    assert predict_exposed(f"bucketed-{800 / 2**20}", sizes, backward, cost) == pytest.approx(14)
     # one bucket: ready at 8, ends at 8 + 17
-    assert predict_exposed("bucketed-1", sizes, backward, o, w) == pytest.approx(17)
+    assert predict_exposed("bucketed-1", sizes, backward, cost) == pytest.approx(17)
+
+
+def test_swept_cost_interpolates_the_medians_and_extends_the_largest_sizes_slope():
+    cost = swept_cost([4096, 1024, 16384], [3.0, 2.0, 6.0])  # any order
+    assert cost(512) == 2.0  # the latency floor below the smallest size
+    assert cost(2560) == pytest.approx(2.5)
+    assert cost(16384 + 12288) == pytest.approx(6.0 + 12288 * 3.0 / 12288)  # past the sweep: the last slope
+    # the same predictions as a fit where the line runs through the medians
+    line = fitted_cost(1.0, 100.0)
+    sizes = [400, 800, 1600]
+    assert predict_exposed("bucketed-1", sizes, 8.0, swept_cost(sizes, [line(n) for n in sizes])) == pytest.approx(
+        predict_exposed("bucketed-1", sizes, 8.0, line)
+    )

@@ -15,7 +15,7 @@ from lmperf.distributed.accounting import (
     fsdp_bytes_per_device,
     smallest_fsdp,
 )
-from lmperf.distributed.bucket_model import predict_exposed
+from lmperf.distributed.bucket_model import fitted_cost, predict_exposed
 from lmperf.measure.stats import ratio_ci, summarize_ms
 from lmperf.report import ddp_section
 
@@ -34,7 +34,9 @@ def test_xxl_accounting_matches_hand_computation():
     assert bound["tp_bound_ok"]
 
 
-def _train_rows(medians: dict, spread: float = 0.5, n: int = 40, backward: dict | None = None) -> pd.DataFrame:
+def _train_rows(
+    medians: dict, spread: float = 0.5, n: int = 40, backward: dict | None = None, sync: dict | None = None
+) -> pd.DataFrame:
     """Rows as the DDP study writes them: every step's time, each variant's interleaved against torch DDP."""
     rng = np.random.default_rng(0)
     anchor = medians["torch_ddp"] + rng.normal(0, spread, n)
@@ -48,6 +50,7 @@ def _train_rows(medians: dict, spread: float = 0.5, n: int = 40, backward: dict 
                 **summarize_ms(list(steps / 1e3)),
                 "step_times_ms": ";".join(map(str, steps)),
                 "backward_times_ms": ";".join(map(str, (backward or {}).get(v, 60.0) + rng.normal(0, 0.1, n))),
+                "sync_times_ms": ";".join(map(str, (sync or {}).get(v, 0.0) + rng.normal(0, 0.01, n))),
                 "vs_anchor": value if v != "torch_ddp" else 1.0,
                 "vs_anchor_ci95_low": low if v != "torch_ddp" else None,
                 "vs_anchor_ci95_high": high if v != "torch_ddp" else None,
@@ -115,11 +118,45 @@ def test_bucket_model_prediction_sits_beside_the_measured_exposed_communication(
     local_backward = float(
         np.median([float(t) for t in train.set_index("variant").loc["local", "backward_times_ms"].split(";")])
     )
-    expected = predict_exposed("bucketed-100", sizes, local_backward / 1e3, o_us / 1e6, w_gbps * 1e9) * 1e3
+    expected = predict_exposed("bucketed-100", sizes, local_backward / 1e3, fitted_cost(o_us / 1e6, w_gbps * 1e9)) * 1e3
     joined = "\n".join(ddp_section.render_training(train, fits))
     line = next(line for line in joined.splitlines() if line.startswith("| bucketed-100"))
     assert f"{expected:.2f}" in line
-    assert "predicted optimum" in joined and "measured best **bucketed-100**" in joined
+    assert "Predicted optimum" in joined and "measured best **bucketed-100**" in joined
+
+
+def test_a_refused_fit_leaves_the_model_to_the_sweep_and_its_miss_is_explained_from_data():
+    o, w = 100e-6, 300e9
+    fits = pd.DataFrame([{"backend": "nccl", "world_size": 2, "status": "refused", "note": "R² 0.900 < 0.95: a test"}])
+    sizes_swept = [2**k for k in range(10, 31, 2)]
+    sweep = pd.DataFrame(
+        [
+            {"backend": "nccl", "world_size": 2, "bytes": b, "median_ms": (o + b / w) * 1e3, "status": "ok"}
+            for b in sizes_swept
+        ]
+    )
+    train = _train_rows(
+        {"local": 100.0, "naive": 150.0, "bucketed-100": 120.0, "torch_ddp": 121.0},
+        backward={"local": 60.0, "bucketed-100": 75.0},
+        sync={"bucketed-100": 5.0},
+    )
+    local_backward = float(
+        np.median(np.array(train.set_index("variant").loc["local", "backward_times_ms"].split(";"), float))
+    )
+    # the sweep lies on the line o + b/w, so the interpolated cost predicts what the line would
+    expected = predict_exposed(
+        "bucketed-100", ddp_section.parameter_bytes("xl", 128), local_backward / 1e3, fitted_cost(o, w)
+    )
+    joined = "\n".join(ddp_section.render_training(train, fits, sweep=sweep))
+    line = next(line for line in joined.splitlines() if line.startswith("| bucketed-100"))
+    assert f"{expected * 1e3:.2f}" in line
+    assert "since the fit was refused (R² 0.900 < 0.95: a test)" in joined
+    assert "**not met**" in joined  # 20 ms measured against well under 10 ms predicted
+    slower = re.search(r"backward runs ([\d.]+) to ([\d.]+) ms longer", joined)
+    assert float(slower.group(1)) == pytest.approx(15, abs=0.2)
+    share = re.search(r"account for ([\d.]+)% to ([\d.]+)%", joined)
+    assert float(share.group(1)) == pytest.approx(100 * (15 + 5) / 20, abs=5)  # slowdown + sync against exposed
+    assert "No bucket-model prediction" in "\n".join(ddp_section.render_training(train, fits))  # no sweep: none
 
 
 def _sharding_row(sharded: bool, optimizer_ms: float, **memory) -> dict:

@@ -2,22 +2,26 @@
 
 An all-reduce of b bytes takes o + b / w: a fixed per-call overhead o and an algorithm bandwidth
 w, fitted to the sweep's medians (``fit_allreduce``). The fit covers the sizes within a factor
-FIT_SPAN (three decades) of the largest: there the smallest sizes pin o and the largest pin w. Further down, an
-all-reduce costs o plus launch and synchronization jitter that no line describes (on 2 H200s a
+FIT_SPAN (three decades) of the largest: there the smallest sizes pin o and the largest pin w.
+Further down, an all-reduce costs o plus launch and synchronization jitter that no line describes (on 2 H200s a
 16 KiB median of 71 µs sits between 1 KiB and 1 MiB ones of 36 µs). The fit minimizes relative
 error (weights 1/t²), and it is refused, with the reason, where it is not physical (o < 0) or does
 not describe the data (weighted R² < MIN_R2). Each fit states the range it covers.
 
-From (o, w), the exposed communication of each DDP variant (the time it adds to a step beyond
-compute) is predicted at parameter granularity (``predict_exposed``): buckets are formed exactly
-as DDPBucketed forms them (``lmperf.distributed.ddp.make_buckets``, reverse parameter order);
-backward produces gradient bytes at a steady rate over the measured backward time, so a bucket is
-ready when its last parameter's gradient is; all-reduces run one after another on one stream.
+From a cost per all-reduce, the exposed communication of each DDP variant (the time it adds to a
+step beyond compute) is predicted at parameter granularity (``predict_exposed``). The cost is the
+fitted o + b / w (``fitted_cost``); where the fit is refused, the sweep's own medians, interpolated
+linearly in bytes between the measured sizes (``swept_cost``), so the model still runs and says
+which cost it used. Buckets are formed exactly as DDPBucketed forms them
+(``lmperf.distributed.ddp.make_buckets``, reverse parameter order); backward produces gradient
+bytes at a steady rate over the measured backward time, so a bucket is ready when its last
+parameter's gradient is; all-reduces run one after another on one stream.
 
     python -m lmperf.distributed.bucket_model --allreduce results/allreduce.csv --out results/comm_fit.csv
 """
 
 import argparse
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -93,22 +97,40 @@ def bucket_bytes(parameter_bytes: list[int], bucket_size_mb: float | None) -> li
     return [sum(p.nbytes for p in bucket) for bucket in make_buckets(stand_ins, bucket_size_mb)]
 
 
-def serial_exposed(ready_s: list[float], sizes: list[int], backward_s: float, o: float, w: float) -> float:
+Cost = Callable[[int], float]  # seconds of one all-reduce of this many bytes
+
+
+def fitted_cost(o: float, w: float) -> Cost:
+    """o + bytes / w: the fitted line (o in seconds, w in bytes per second)."""
+    return lambda nbytes: o + nbytes / w
+
+
+def swept_cost(nbytes, seconds) -> Cost:
+    """The measured medians, interpolated linearly in bytes: the smallest size's time below it (the
+    latency floor), the two largest sizes' slope past the largest (one all-reduce of every gradient
+    can be larger than the sweep)."""
+    order = np.argsort(np.asarray(nbytes, dtype=float))
+    x, t = np.asarray(nbytes, dtype=float)[order], np.asarray(seconds, dtype=float)[order]
+    slope = (t[-1] - t[-2]) / (x[-1] - x[-2])
+    return lambda n: float(np.interp(n, x, t)) + max(0.0, n - x[-1]) * slope
+
+
+def serial_exposed(ready_s: list[float], sizes: list[int], backward_s: float, cost: Cost) -> float:
     """Seconds from the end of backward until the last of these all-reduces ends, each started when
     its bucket is ready and the previous one has ended."""
     end = 0.0
     for ready, nbytes in zip(ready_s, sizes):
-        end = max(end, ready) + o + nbytes / w
+        end = max(end, ready) + cost(nbytes)
     return max(0.0, end - backward_s)
 
 
-def predict_exposed(variant: str, parameter_bytes: list[int], backward_s: float, o: float, w: float) -> float:
+def predict_exposed(variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost) -> float:
     """Predicted exposed communication (seconds) of a DDP variant (lmperf.studies.ddp's names)."""
     total = sum(parameter_bytes)
     if variant == "naive":  # one blocking all-reduce per parameter, all after backward
-        return sum(o + n / w for n in parameter_bytes)
+        return sum(cost(n) for n in parameter_bytes)
     if variant == "flat":  # one all-reduce of everything after backward
-        return o + total / w
+        return cost(total)
     bucket_mb = {"individual": 0.0}.get(variant)
     if bucket_mb is None and variant.startswith("bucketed-"):
         bucket_mb = float(variant.split("-", 1)[1])
@@ -119,7 +141,7 @@ def predict_exposed(variant: str, parameter_bytes: list[int], backward_s: float,
     for nbytes in sizes:  # reverse order: backward makes the last parameters' gradients first
         done += nbytes
         ready.append(backward_s * done / total)
-    return serial_exposed(ready, sizes, backward_s, o, w)
+    return serial_exposed(ready, sizes, backward_s, cost)
 
 
 def main(argv=None) -> None:

@@ -49,18 +49,19 @@ def render_timing(results: Path) -> str:
 def render_memory_comm(results: Path) -> str:
     """The memory, communication and data-parallel sections alone, for a run that measured only
     those (and the e2e points memory is cross-checked against): ``--memory-comm-only``."""
-    fits = read(results / "comm_fit.csv")
+    fits, sweep = read(results / "comm_fit.csv"), read(results / "allreduce.csv")
     return "\n".join(
         [
             memory_section.render(
                 read(results / "memory.csv"), read(results / "memory_allocations.csv"), read(results / "e2e.csv")
             ),
-            comm_section.render(read(results / "allreduce.csv"), fits),
+            comm_section.render(sweep, fits),
             ddp_section.render(
                 read(results / "ddp_train.csv"),
                 read(results / "ddp" / "sharding.csv"),
                 fits,
                 read(results / "ddp" / "timeline.csv"),
+                sweep,
             ),
         ]
     )
@@ -146,7 +147,9 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[s
         attention_section.render(frames["attention"]),
         flash_section.render(frames["flash/leaderboard"], frames["flash_sweep"]),
         comm_section.render(frames["allreduce"], frames["comm_fit"]),
-        ddp_section.render(frames["ddp_train"], frames["ddp/sharding"], frames["comm_fit"], frames["ddp/timeline"]),
+        ddp_section.render(
+            frames["ddp_train"], frames["ddp/sharding"], frames["comm_fit"], frames["ddp/timeline"], frames["allreduce"]
+        ),
         cost.render(frames["cost"]),
     ]
     return "\n".join(head + sections)
