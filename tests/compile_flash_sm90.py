@@ -45,7 +45,8 @@ if __name__ == "__main__":
         compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
-    for d, causal, splits in ((64, True, 1), (128, False, 1), (64, True, 4)):  # the Hopper forward, in Gluon
-        compiled = flash_gluon.compile_for_sm90(d, causal, splits=splits)
-        print(f"gluon forward d={d} causal={causal} splits={splits} shared={compiled.metadata.shared}")
+    # the Hopper forward, in Gluon: each tiling (d = 64 short and long, d = 128), split and not
+    for d, causal, splits, n in ((64, True, 1, 4096), (64, True, 1, 1024), (128, False, 1, 4096), (64, True, 4, 4096)):
+        compiled = flash_gluon.compile_for_sm90(d, causal, splits=splits, n=n)
+        print(f"gluon forward d={d} n={n} causal={causal} splits={splits} shared={compiled.metadata.shared}")
     compile_for_sm90(flash_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)

@@ -785,11 +785,13 @@ def _tuned(kernel, configs):
 # backward slower than naive attention on cuBLAS's SGEMM from d = 64 at long sequences. A wider
 # search at d = 128 (bf16, seq 65536: 12 / 16 / 16 configurations) found no kernel more than 1% faster.
 # dK/dV's 8 warps: at d = 80 (64 + 16) its 32 x 128 tile spills 4 warps' registers but not 8's.
+# dK/dV's 32 x 64 and dQ's 64 x 32 tiles: the autotuner's picks at the model's contexts (512, 1024)
+# from a wider search, 1-2% off fwd+bwd there (notes/flash-hopper.md, variant 13).
 KERNELS = {  # tiles and settings: the best few of a wider search at the leaderboard shape on an H100
     torch.bfloat16: (
         _tuned(_fwd_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
-        _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64)], warps=[4, 8], stages=[2, 3, 4])),
-        _tuned(_bwd_dq_kernel, _configs([(64, 64), (128, 64)], warps=[4, 8], stages=[3])),
+        _tuned(_bwd_dkdv_kernel, _configs([(32, 128), (64, 64), (32, 64)], warps=[4, 8], stages=[2, 3, 4])),
+        _tuned(_bwd_dq_kernel, _configs([(64, 64), (128, 64), (64, 32)], warps=[4, 8], stages=[3])),
     ),
     torch.float32: (
         _tuned(_fwd_kernel, _configs([(32, 32), (64, 32)], warps=[4, 8], stages=[2])),

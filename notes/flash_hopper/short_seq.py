@@ -1,0 +1,116 @@
+"""Tiles for the model's short sequences (#21 item 4): at batch 4, 20 and 25 heads (the large and xl
+models), d = 64, context 512 and 1024, where SDPA's train step caught up with ours in the
+in-model slice of 5f9f04996daf. Variants of our kernels against SDPA cuDNN and flash:
+
+- ours: as landed (Gluon forward with 64 x 128 tiles, 2 stages; the portable backward, autotuned);
+- fwd 64-key: the Gluon forward with 64-key tiles and 3 stages (less of the diagonal tile masked);
+- bwd wide: the backward autotuned over a wider set of tiles, warps and stages (printed).
+
+Each implementation's forward and forward + backward are captured as CUDA graphs (lmperf's
+capture_graph) and replayed by do_bench, every one once per round, five rounds; medians.
+
+    PYTHONPATH=src python notes/flash_hopper/short_seq.py [heads:seq ...]   (default 20:512 20:1024 25:512 25:1024)
+"""
+
+import statistics
+import sys
+
+sys.path.insert(0, "notes/flash_hopper")
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+from lmperf.attention import flash_gluon, flash_triton
+from lmperf.attention.flash_triton import FlashAttentionTriton, _bwd_dkdv_kernel, _bwd_dq_kernel, _configs, _tuned
+from lmperf.measure.timing import GraphUnavailable, capture_graph
+
+LANDED = flash_triton.KERNELS[torch.bfloat16]
+WIDE = (
+    LANDED[0],
+    _tuned(
+        _bwd_dkdv_kernel,
+        _configs([(32, 128), (64, 64), (32, 64), (64, 128), (16, 64), (16, 128)], warps=[4, 8], stages=[2, 3, 4]),
+    ),
+    _tuned(
+        _bwd_dq_kernel,
+        _configs([(64, 64), (128, 64), (32, 32), (64, 32), (128, 32)], warps=[4, 8], stages=[2, 3, 4]),
+    ),
+)
+
+
+def ours(kernels, key_tile, stages):
+    def run(q, k, v):
+        flash_triton.KERNELS[torch.bfloat16] = kernels
+        flash_gluon.KEY_TILE[64], flash_gluon.STAGES = key_tile, stages
+        return FlashAttentionTriton.apply(q, k, v, True)
+
+    return run
+
+
+def sdpa(backend):
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return run
+
+
+IMPLEMENTATIONS = {
+    "ours": ours(LANDED, 128, 2),
+    "fwd 64-key": ours(LANDED, 64, 3),
+    "bwd wide": ours(WIDE, 128, 2),
+    "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+    "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+}
+
+
+def passes(fn, q, k, v):
+    def forward():
+        with torch.no_grad():
+            fn(q, k, v)
+
+    def forward_backward():
+        q.grad = k.grad = v.grad = None
+        fn(q, k, v).sum().backward()
+
+    return {"forward": forward, "forward_backward": forward_backward}
+
+
+SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [(20, 512), (20, 1024), (25, 512), (25, 1024)]
+for heads, seq in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(seq + heads)
+    # the model's layout: (batch, seq, heads, d) projections read as (batch, heads, seq, d)
+    q, k, v = (
+        torch.randn(4, seq, heads, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+        .transpose(1, 2)
+        .detach()
+        .requires_grad_()
+        for _ in "qkv"
+    )
+    reference = IMPLEMENTATIONS["sdpa_cudnn"](q, k, v).float()
+    worst = {}
+    for name, fn in IMPLEMENTATIONS.items():  # autotune and compile, outside any capture
+        out = fn(q, k, v)
+        out.sum().backward()
+        worst[name] = (out.float() - reference).abs().max().item()
+        del out
+    del reference
+    steps = {}
+    for name, fn in IMPLEMENTATIONS.items():
+        for pass_, run in passes(fn, q, k, v).items():
+            try:
+                steps[pass_, name] = capture_graph(run, torch.device("cuda"))
+            except GraphUnavailable as error:
+                print(f"{pass_} {name}: {error}")
+    times = {}
+    for _ in range(5):
+        for key, run in steps.items():
+            times.setdefault(key, []).append(do_bench(run, warmup=25, rep=200, return_mode="median"))
+    print(f"\nbatch 4 heads {heads} seq {seq} d 64, replayed graphs; max |O - cuDNN|: {worst}")
+    for (pass_, name), xs in sorted(times.items()):
+        us = [x * 1e3 for x in xs]
+        print(f"{pass_:>16} {name:>11} {statistics.median(us):9.1f} us  [{min(us):.1f}, {max(us):.1f}]")
+for name, kernel in (("dK/dV", WIDE[1]), ("dQ", WIDE[2]), ("landed dK/dV", LANDED[1]), ("landed dQ", LANDED[2])):
+    for key, config in kernel.cache.items():
+        print(name, key, config)
