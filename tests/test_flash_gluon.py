@@ -166,7 +166,7 @@ def test_split_keys_forward_matches_float64(d, causal):
     """Batch 1, one head, seq 4096: the grid the sweep runs, where the keys are split."""
     n = 4096
     q, k, v = model_layout(1, 1, n, d, torch.bfloat16, "cuda", seed=d)
-    programs, longest = n // flash_gluon.BLOCK_M, n // flash_gluon.KEY_TILE[d]
+    programs, longest = n // flash_gluon.BLOCK_M, n // flash_gluon.tiling(n, d)[0]
     assert flash_gluon.key_splits(programs, longest, flash_gluon._sm_count(q.device)) > 1
     o = FlashAttentionTriton.apply(q, k, v, causal)
     L = torch.empty(1, 1, n, device="cuda")

@@ -23,14 +23,15 @@ qp, kp, vp = (packed[:, :, i].transpose(1, 2) for i in range(3))
 o = torch.empty(B, N, H, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
 L = torch.empty(B, H, N, device="cuda")
 qg = q.detach().requires_grad_()
-descs = [fg._as_rows(x, t) for x, t in ((q, fg.BLOCK_M), (k, fg.KEY_TILE[D]), (v, fg.KEY_TILE[D]))]
+KEY_TILE, STAGES = fg.tiling(N, D)
+descs = [fg._as_rows(x, t) for x, t in ((q, fg.BLOCK_M), (k, KEY_TILE), (v, KEY_TILE))]
 
 
 def launch_prebuilt():
     qd, kd, vd = descs
     fg._fwd_kernel[(N // fg.BLOCK_M, B * H)](
         qd[0], kd[0], vd[0], o, L, N, H, *qd[1:], *kd[1:], *vd[1:], *o.stride()[:3], 0.18,
-        IS_CAUSAL=True, STAGES=fg.STAGES, num_warps=fg.NUM_WARPS,
+        IS_CAUSAL=True, STAGES=STAGES, num_warps=fg.NUM_WARPS,
     )  # fmt: skip
 
 

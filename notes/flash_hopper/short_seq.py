@@ -2,8 +2,10 @@
 models), d = 64, context 512 and 1024, where SDPA's train step caught up with ours in the
 in-model slice of 5f9f04996daf. Variants of our kernels against SDPA cuDNN and flash:
 
-- ours: as landed (Gluon forward with 64 x 128 tiles, 2 stages; the portable backward, autotuned);
-- fwd 64-key: the Gluon forward with 64-key tiles and 3 stages (less of the diagonal tile masked);
+- ours: the Gluon forward with 64 x 128 tiles, 2 stages; the portable backward, autotuned (as at
+  5f9f04996daf, where this ran);
+- fwd 64-key: the Gluon forward with 64-key tiles and 3 stages (less of the diagonal tile masked;
+  since fd0f5449ca9d, ``flash_gluon.tiling``'s choice up to 2048 keys);
 - bwd wide: the backward autotuned over a wider set of tiles, warps and stages (printed).
 
 Each implementation's forward and forward + backward are captured as CUDA graphs (lmperf's
@@ -42,7 +44,7 @@ WIDE = (
 def ours(kernels, key_tile, stages):
     def run(q, k, v):
         flash_triton.KERNELS[torch.bfloat16] = kernels
-        flash_gluon.KEY_TILE[64], flash_gluon.STAGES = key_tile, stages
+        flash_gluon.tiling = lambda n, d: (key_tile, stages)
         return FlashAttentionTriton.apply(q, k, v, True)
 
     return run

@@ -47,6 +47,8 @@ for d in (64, 128):
         for _ in range(5):  # rounds, A B C D each
             for name, run in CANDIDATES.items():
                 times[name].append(do_bench_cudagraph(lambda: run(q, k, v, o, L), rep=50) * 1e3)
-        splits = auto_splits(n // flash_gluon.BLOCK_M, n // flash_gluon.KEY_TILE[d], flash_gluon._sm_count(q.device))
+        splits = auto_splits(
+            n // flash_gluon.BLOCK_M, n // flash_gluon.tiling(n, d)[0], flash_gluon._sm_count(q.device)
+        )
         cells = "  ".join(f"{name} {statistics.median(t):6.1f}" for name, t in times.items())
         print(f"d={d:3d} seq={n:5d} splits={splits}  (us)  {cells}", flush=True)
