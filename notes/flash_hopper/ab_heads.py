@@ -16,9 +16,8 @@ import sys
 
 sys.path.insert(0, "notes/flash_hopper")
 import torch
-from common import sdpa
+from common import passes, rounds, sdpa
 from torch.nn.attention import SDPBackend
-from triton.testing import do_bench
 
 from lmperf.attention.flash_triton import FlashAttentionTriton
 from lmperf.measure.timing import GraphUnavailable, capture_graph
@@ -44,18 +43,6 @@ IMPLEMENTATIONS = {
 SHAPES = [(128, 512, 80), (128, 1024, 80), (16, 16384, 64)]
 
 
-def passes(fn, q, k, v):
-    def forward():
-        with torch.no_grad():
-            fn(q, k, v, True)
-
-    def forward_backward():
-        q.grad = k.grad = v.grad = None
-        fn(q, k, v, True).sum().backward()
-
-    return {"forward": forward, "forward_backward": forward_backward}
-
-
 for batch, seq, d in SHAPES:
     g = torch.Generator(device="cuda").manual_seed(seq + d)
     q, k, v = (
@@ -68,16 +55,13 @@ for batch, seq, d in SHAPES:
     del out
     steps = {}
     for name, fn in IMPLEMENTATIONS.items():
-        for pass_, run in passes(fn, q, k, v).items():
+        for pass_, run in passes(lambda q, k, v, fn=fn: fn(q, k, v, True), q, k, v).items():
             steps[pass_, "launched", name] = run
             try:
                 steps[pass_, "graphed", name] = capture_graph(run, torch.device("cuda"))
             except GraphUnavailable as error:
                 print(f"{pass_} {name}: {error}; cause: {str(error.__cause__.__context__).splitlines()[0]}")
-    times = {}
-    for _ in range(5):
-        for key, run in steps.items():
-            times.setdefault(key, []).append(do_bench(run, warmup=25, rep=200, return_mode="median"))
+    times = rounds(steps)
     print(f"\nbatch*heads {batch} seq {seq} d {d}  (max |O - cuDNN| of ours: {worst:.3g})")
     for (pass_, mode, name), xs in sorted(times.items()):
         print(f"{pass_:>16} {mode:>8} {name:>10} {statistics.median(xs):8.4f} ms  [{min(xs):.4f}, {max(xs):.4f}]")

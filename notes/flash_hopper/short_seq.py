@@ -19,9 +19,8 @@ import sys
 
 sys.path.insert(0, "notes/flash_hopper")
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton.testing import do_bench
+from common import passes, rounds, sdpa
+from torch.nn.attention import SDPBackend
 
 from lmperf.attention import flash_gluon, flash_triton
 from lmperf.attention.flash_triton import FlashAttentionTriton, _bwd_dkdv_kernel, _bwd_dq_kernel, _configs, _tuned
@@ -50,14 +49,6 @@ def ours(kernels, key_tile, stages):
     return run
 
 
-def sdpa(backend):
-    def run(q, k, v):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-    return run
-
-
 IMPLEMENTATIONS = {
     "ours": ours(LANDED, 128, 2),
     "fwd 64-key": ours(LANDED, 64, 3),
@@ -65,18 +56,6 @@ IMPLEMENTATIONS = {
     "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
     "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
 }
-
-
-def passes(fn, q, k, v):
-    def forward():
-        with torch.no_grad():
-            fn(q, k, v)
-
-    def forward_backward():
-        q.grad = k.grad = v.grad = None
-        fn(q, k, v).sum().backward()
-
-    return {"forward": forward, "forward_backward": forward_backward}
 
 
 SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [(20, 512), (20, 1024), (25, 512), (25, 1024)]
@@ -105,10 +84,7 @@ for heads, seq in SHAPES:
                 steps[pass_, name] = capture_graph(run, torch.device("cuda"))
             except GraphUnavailable as error:
                 print(f"{pass_} {name}: {error}")
-    times = {}
-    for _ in range(5):
-        for key, run in steps.items():
-            times.setdefault(key, []).append(do_bench(run, warmup=25, rep=200, return_mode="median"))
+    times = rounds(steps)
     print(f"\nbatch 4 heads {heads} seq {seq} d 64, replayed graphs; max |O - cuDNN|: {worst}")
     for (pass_, name), xs in sorted(times.items()):
         us = [x * 1e3 for x in xs]
