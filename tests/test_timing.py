@@ -105,7 +105,7 @@ def test_measure_interleaves_and_drops_a_step_that_runs_out_of_memory():
 def test_host_bound_when_launched_exceeds_graphed_by_more_than_ten_percent(monkeypatch):
     """A replay (faked on the CPU by a step that does nothing) much faster than the launched step."""
 
-    def fast_replay(step, device, pool=None):
+    def fast_replay(step, device, pool=None, **capture):
         return lambda: None
 
     monkeypatch.setattr(harness, "capture_graph", fast_replay)
@@ -116,7 +116,7 @@ def test_host_bound_when_launched_exceeds_graphed_by_more_than_ten_percent(monke
         assert row["host_overhead_ms"] == pytest.approx(row["median_ms"] - row["graphed_median_ms"])
         assert row["graphed_ci95_low_ms"] <= row["graphed_median_ms"] <= row["graphed_ci95_high_ms"]
 
-    def same_speed(step, device, pool=None):
+    def same_speed(step, device, pool=None, **capture):
         return step
 
     monkeypatch.setattr(harness, "capture_graph", same_speed)

@@ -38,7 +38,7 @@ def tiling(n: int, d: int) -> tuple[int, int]:
     """(key tile, ring stages) for n keys at head size d: what was fastest on an H100
     (notes/flash-hopper.md, variants 10 and 13). At d = 64, 128 keys in 2 stages from 4096 keys
     on (the leaderboard's 16384: 1.28 ms against 1.43 with 64), and 64 keys in 3 stages up to
-    SHORT (the model's contexts: 5-10% faster from 256 to 2048 keys). At d = 128, 64 keys in 2
+    SHORT (the model's contexts: 4-11% faster from 256 to 2048 keys). At d = 128, 64 keys in 2
     stages, so that two programs fit an SM."""
     if d == 64 and n > SHORT:
         return 128, 2

@@ -3,10 +3,11 @@
 An all-reduce of b bytes takes o + b / w: a fixed per-call overhead o and an algorithm bandwidth
 w, fitted to the sweep's medians (``fit_allreduce``). The fit covers the sizes within a factor
 FIT_SPAN (three decades) of the largest: there the smallest sizes pin o and the largest pin w.
-Further down, an all-reduce costs o plus launch and synchronization jitter that no line describes (on 2 H200s a
-16 KiB median of 71 µs sits between 1 KiB and 1 MiB ones of 36 µs). The fit minimizes relative
-error (weights 1/t²), and it is refused, with the reason, where it is not physical (o < 0) or does
-not describe the data (weighted R² < MIN_R2). Each fit states the range it covers.
+Further down, an all-reduce costs o plus launch and synchronization jitter that no line
+describes (on 2 H200s a 16 KiB median of 71 µs sat between 1 KiB and 1 MiB ones of 36 µs).
+The fit minimizes relative error (weights 1/t²), and it is refused, with the reason, where it is
+not physical (o < 0) or does not describe the data (weighted R² < MIN_R2). Each fit states the
+range it covers.
 
 From a cost per all-reduce, the exposed communication of each DDP variant (the time it adds to a
 step beyond compute) is predicted at parameter granularity (``predict_exposed``). The cost is the

@@ -144,8 +144,14 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
     replays, pool = {}, graph_pool(device)
     for attention in (a for a, r in results.items() if r["status"] == "ok"):
         use_attention(model, attention)
-        try:
-            replays[attention] = capture_graph(step, device, pool)
+        try:  # the variants ran launched already: only the first capture warms the capture stream up
+            replays[attention] = capture_graph(
+                step,
+                device,
+                pool,
+                warmup_steps=0 if replays else 1,
+                after_warmup=lambda: model.zero_grad(set_to_none=True),
+            )
         except GraphUnavailable as reason:
             results[attention].update(graphed_median_ms=float("nan"), note=str(reason))
     for attention, timings in measure(replays, device, 1, spec.budget).items():

@@ -221,8 +221,10 @@ def capture_graph(
     step reads must stay at fixed addresses (model, batch, optimizer state), and its host-side
     state must not change between calls (a capturable optimizer keeps its step count on the
     device). ``pool`` lets several graphs share one memory pool when they never run concurrently.
-    ``after_warmup`` runs between warm-up and capture, e.g. to free the warm-up's gradients, whose
-    memory the graph's private pool could not reuse.
+    ``after_warmup`` runs between warm-up and capture, e.g. to drop the warm-up's gradients; then
+    the warm-up's cached blocks go back to the device, since the graph's pool cannot reuse them.
+    Later graphs of a shared pool may skip the warm-up (``warmup_steps=0``): the first one's warm-up
+    set up the capture stream, and a warm-up outside the pool would need a second step's memory.
     """
     if device.type != "cuda":
         raise GraphUnavailable(f"CUDA graphs need a CUDA device; this run is on {device.type}")
@@ -238,6 +240,7 @@ def capture_graph(
         torch.cuda.current_stream(device).wait_stream(stream)
         if after_warmup is not None:
             after_warmup()
+        free_memory(device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool, stream=stream):
             step()
