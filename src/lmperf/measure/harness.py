@@ -26,6 +26,7 @@ from lmperf.measure.timing import (
     GraphUnavailable,
     Timings,
     capture_graph,
+    capture_stream_warm,
     free_memory,
     graph_pool,
     host_bound,
@@ -144,12 +145,12 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
     replays, pool = {}, graph_pool(device)
     for attention in (a for a, r in results.items() if r["status"] == "ok"):
         use_attention(model, attention)
-        try:  # the variants ran launched already: only the first capture warms the capture stream up
+        try:  # the variants ran launched already: only the process's first capture warms its stream up
             replays[attention] = capture_graph(
                 step,
                 device,
                 pool,
-                warmup_steps=0 if replays else 1,
+                warmup_steps=0 if capture_stream_warm(device) else 1,
                 after_warmup=lambda: model.zero_grad(set_to_none=True),
             )
         except GraphUnavailable as reason:

@@ -209,6 +209,12 @@ class GraphUnavailable(Exception):
 
 
 _capture_streams: dict[torch.device, torch.cuda.Stream] = {}
+_warm_streams: set[torch.device] = set()
+
+
+def capture_stream_warm(device: torch.device) -> bool:
+    """Whether a step has run on ``device``'s capture stream in this process, so its lazy state exists."""
+    return device in _warm_streams
 
 
 def capture_graph(
@@ -223,8 +229,10 @@ def capture_graph(
     device). ``pool`` lets several graphs share one memory pool when they never run concurrently.
     ``after_warmup`` runs between warm-up and capture, e.g. to drop the warm-up's gradients; then
     the warm-up's cached blocks go back to the device, since the graph's pool cannot reuse them.
-    Later graphs of a shared pool may skip the warm-up (``warmup_steps=0``): the first one's warm-up
-    set up the capture stream, and a warm-up outside the pool would need a second step's memory.
+    A step that already ran launched may skip the warm-up (``warmup_steps=0``) once the capture
+    stream is warm (``capture_stream_warm``). That matters for large steps: the warm-up's blocks
+    belong to the capture stream, so beside the launched steps' cached blocks, which only the
+    default stream can reuse, it needs a second step's memory.
     """
     if device.type != "cuda":
         raise GraphUnavailable(f"CUDA graphs need a CUDA device; this run is on {device.type}")
@@ -237,6 +245,8 @@ def capture_graph(
         with torch.cuda.stream(stream):
             for _ in range(warmup_steps):
                 step()
+        if warmup_steps:
+            _warm_streams.add(device)
         torch.cuda.current_stream(device).wait_stream(stream)
         if after_warmup is not None:
             after_warmup()
