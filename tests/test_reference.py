@@ -273,3 +273,26 @@ def test_large_in_model_slice_says_where_item_4_is_not_met():
     rerun = IN_MODEL_LARGE / "rerun-fd0f5449ca9d" / "e2e-large-bf16-compiled.csv"
     train = in_model_rows(rerun, "large", "fd0f5449ca9d", second).set_index("context_length")
     assert train.loc[1024, "ci95_high"] < 1 and "still not met" in second
+
+
+CAPTURE = REFERENCE / "graph-capture"
+
+
+def test_capture_slice_is_one_commit_graphed_everywhere_and_rendered():
+    """xl and 2.7B at one commit: every row graphed (context 1024 too), the section re-rendered from
+    the CSVs, the README's ours-vs-SDPA table the paired ratios, and five processes per warm-up."""
+    from lmperf.report import e2e_section
+
+    commit = "49213762441f"
+    e2e = pd.concat([render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")], ignore_index=True)
+    warmup = render.read(CAPTURE / "warmup.csv")
+    assert set(e2e["commit"]) == set(warmup["commit"]) == {commit}
+    assert len(e2e) == 72 and (e2e["status"] == "ok").all() and e2e["graphed_median_ms"].notna().all()
+    assert physics_violations(e2e).empty
+    assert_rendered(CAPTURE, e2e_section.render(e2e, warmup))
+    readme = (CAPTURE / "README.md").read_text()
+    train = pd.concat(
+        [in_model_rows(CAPTURE / f"e2e-{s}-bf16-compiled.csv", s, commit, readme) for s in ("xl", "2.7B")]
+    )
+    assert (train["ci95_low"] > 1).sum() == 7 and "7 of the 8 points" in readme
+    assert (warmup.groupby(["mode", "warmup_steps"]).size() == 5).all()
