@@ -296,3 +296,37 @@ def test_capture_slice_is_one_commit_graphed_everywhere_and_rendered():
     )
     assert (train["ci95_low"] > 1).sum() == 7 and "7 of the 8 points" in readme
     assert (warmup.groupby(["mode", "warmup_steps"]).size() == 5).all()
+
+
+ONE_COMMIT = REFERENCE / "e2e-one-commit"
+
+
+def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
+    """Small to large at the capture slice's commit: every row graphed, no physics violation among all
+    468 e2e rows of that commit, the section re-rendered from them, and the README's claims about ours
+    against SDPA in the model computed from the paired bootstrap."""
+    from lmperf.report import e2e_section
+    from lmperf.report.e2e_analysis import attention_ratios
+
+    commit = "49213762441f"
+    e2e = render.read(ONE_COMMIT / "e2e.csv")
+    assert set(e2e["commit"]) == {commit} and len(e2e) == 396
+    assert (e2e["status"] == "ok").all() and e2e["graphed_median_ms"].notna().all()
+    capture = [render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")]
+    every = pd.concat([e2e, *capture], ignore_index=True)
+    assert physics_violations(every).empty
+    assert_rendered(ONE_COMMIT, e2e_section.render(every, render.read(CAPTURE / "warmup.csv")))
+
+    readme = (ONE_COMMIT / "README.md").read_text()
+    train = attention_ratios(e2e, base="sdpa", mode="train_step")
+    ours = train[train["attention"] == "flash_triton"].set_index(["precision", "compile", "size", "context_length"])
+    bf16, fp32 = ours.loc["bf16"], ours.loc["fp32"]
+    assert (bf16["ci95_low"] > 1).sum() == len(bf16) == 24 and "24 of 24 points" in readme
+    assert (fp32["ci95_high"] < 1).sum() == len(fp32) == 20 and "20 of 20 points" in readme
+    compiled = bf16.loc["compiled"]
+    assert f"by {100 * (compiled['speedup'].min() - 1):.2f}–{100 * (compiled['speedup'].max() - 1):.2f}%" in readme
+    large = compiled.loc[("large", 1024)]
+    assert f"{large['speedup']:.4f} (CI {large['ci95_low']:.4f}–{large['ci95_high']:.4f})" in readme
+    assert f"ours {fp32['speedup'].min():.4f} of" in readme
+    seconds = sorted(pd.read_csv(p, sep="\t")["s"].iloc[0] for p in (ONE_COMMIT / "benchmarks").glob("*.tsv"))
+    assert len(seconds) == 11 and f"{seconds[0]:.0f} s" in readme and f"{seconds[-1]:.0f} s" in readme
