@@ -31,6 +31,7 @@ include: "workflow/rules/report.smk"
 localrules:
     all,
     aggregate,
+    e2e_join,
     e2e_figures,
     ladder_figures,
     flash_figures,

@@ -79,10 +79,12 @@ def test_snakemake_refuses_a_bad_config_file(tmp_path):
 
 
 def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
-    """The committed reference grid: the full grid with narrowed world sizes, as a dry run."""
+    """The committed reference grid: the full grid with narrowed world sizes and fp32 at xl and 2.7B
+    split by context, as a dry run."""
     workdir = copy_pipeline(tmp_path)
     counts = dry_run(workdir, "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"))
-    assert counts["e2e"] == 20  # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each
+    # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each; 4 of them one job per context
+    assert (counts["e2e"], counts["e2e_context"], counts["e2e_join"]) == (16, 4 * 4, 4)
     assert counts["flash_sweep"] == 8
     assert counts["allreduce"] == 3
     assert counts["ddp_train"] == 2

@@ -196,6 +196,30 @@ def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
     assert len(rows) == 6 and set(rows["status"]) == {"ok"}  # 3 modes x the smoke grid's 2 attentions
 
 
+def test_a_split_target_is_its_contexts_measured_apart_and_joined(tmp_path):
+    """e2e.split_by_context: one job per context (each benchmarked, so each must fit an allocation),
+    joined into the target a whole job writes: the same points and columns. A rerun has nothing to do."""
+    workdir = copy_pipeline(tmp_path)
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    split, whole = "results/e2e/nano/fp32-eager.csv", "results/e2e/nano/bf16-eager.csv"
+    config["grids"]["smoke"]["e2e"].update(context_lengths=[32, 64], split_by_context=["results/e2e/nano/fp32-*"])
+    (workdir / "split.yaml").write_text(yaml.safe_dump(config))
+    args = ("--configfile", "split.yaml", "--config", "grid=smoke")
+    jobs = dry_run(workdir, *args)
+    assert (jobs["e2e"], jobs["e2e_context"], jobs["e2e_join"]) == (6, 4, 2)  # nano fp32: eager and compiled
+
+    snakemake(workdir, "--cores", "1", split, whole, *args)
+    whole_rows, joined = pd.read_csv(workdir / whole), pd.read_csv(workdir / split)
+    assert list(joined.columns) == list(whole_rows.columns) and set(joined["status"]) == {"ok"}
+    points = ["context_length", "mode", "attention"]
+    assert sorted(joined[points].itertuples(index=False)) == sorted(whole_rows[points].itertuples(index=False))
+    for ctx in (32, 64):
+        assert set(pd.read_csv(workdir / f"results/e2e/nano/fp32-eager/ctx{ctx}.csv")["context_length"]) == {ctx}
+        assert (workdir / f"benchmarks/e2e/nano/fp32-eager/ctx{ctx}.tsv").exists()
+    rerun = snakemake(workdir, "-n", "--cores", "1", split, whole, *args)
+    assert "Nothing to be done" in rerun.stdout + rerun.stderr
+
+
 def test_cost_table_is_the_benchmark_files(smoke_run):
     cost = pd.read_csv(smoke_run / "results/cost.csv")
     jobs = dry_run_jobs(smoke_run, "--forceall", "--config", "grid=smoke")

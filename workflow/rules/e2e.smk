@@ -1,5 +1,6 @@
 # End-to-end benchmarks: one target (one process) per (size, precision, compile), sweeping the grid's
-# context lengths and timing its attention variants interleaved on one model inside.
+# context lengths and timing its attention variants interleaved on one model inside (or one process
+# per context, for a target split by context).
 
 
 # The product of the grid's dimensions, less any target matching a glob of e2e.exclude (for example
@@ -51,6 +52,48 @@ rule e2e:
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
         " --ci-halfwidth {params.ci_halfwidth} --max-seconds {params.max_seconds}"
         " --out {output} > {log} 2>&1"
+
+
+# A target too long for one job in a short allocation (a glob of e2e.split_by_context, e.g.
+# "results/e2e/2.7B/fp32-*") is measured one context per process, each part a job of its own, and
+# the parts joined. The attentions stay interleaved at every point; only the contexts part.
+E2E_PARTS = {
+    target: [os.path.join(target.removesuffix(".csv"), f"ctx{ctx}.csv") for ctx in E2E["context_lengths"]]
+    for target in E2E_TARGETS
+    if any(fnmatch.fnmatch(target, pattern) for pattern in E2E.get("split_by_context", []))
+}
+# The measuring jobs: whole targets, and the parts of split ones.
+E2E_JOBS = [t for t in E2E_TARGETS if t not in E2E_PARTS] + [p for parts in E2E_PARTS.values() for p in parts]
+
+
+use rule e2e as e2e_context with:
+    output:
+        "results/e2e/{size}/{precision}-{compile}/ctx{ctx}.csv",
+    log:
+        "logs/e2e/{size}/{precision}-{compile}/ctx{ctx}.log",
+    benchmark:
+        "benchmarks/e2e/{size}/{precision}-{compile}/ctx{ctx}.tsv"
+    wildcard_constraints:
+        ctx=r"\d+",
+    params:
+        context_lengths=lambda wc: wc.ctx,
+
+
+rule e2e_join:
+    input:
+        parts=lambda wc: E2E_PARTS[f"results/e2e/{wc.target}.csv"],
+        code=code("lmperf.report.aggregate"),
+    output:
+        "results/e2e/{target}.csv",
+    log:
+        "logs/e2e/{target}-join.log",
+    wildcard_constraints:
+        target=alternatives(t.removeprefix("results/e2e/").removesuffix(".csv") for t in E2E_PARTS),
+    shell:
+        "python -m lmperf.report.aggregate --out {output} {input.parts} > {log} 2>&1"
+
+
+ruleorder: e2e_join > e2e
 
 
 rule warmup:

@@ -44,7 +44,7 @@ SKIPPED_STUDIES = " ".join(
 
 # Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job uses.
 ONE_GPU_TARGETS = (
-    E2E_TARGETS
+    E2E_JOBS
     + LADDER_TARGETS
     + WARMUP_TARGETS
     + PRECISION_TARGETS
