@@ -124,10 +124,15 @@ def figure(name, categories):
 EXCLUDED = []
 
 
+def matching(targets, patterns):
+    """The targets that match a glob of a grid's list (e.g. results/profile/xl/*)."""
+    return [t for t in targets if any(fnmatch.fnmatch(t, pattern) for pattern in patterns)]
+
+
 def excluding(targets, patterns):
-    """The targets less those matching a glob of a grid's ``exclude`` (e.g. results/profile/xl/*);
-    the ones left out are recorded in EXCLUDED."""
-    dropped = [t for t in targets if any(fnmatch.fnmatch(t, pattern) for pattern in patterns)]
+    """The targets less those matching a glob of a grid's ``exclude``; the ones left out are recorded
+    in EXCLUDED."""
+    dropped = matching(targets, patterns)
     EXCLUDED.extend(dropped)
     return [t for t in targets if t not in dropped]
 

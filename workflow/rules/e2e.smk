@@ -59,8 +59,7 @@ rule e2e:
 # the parts joined. The attentions stay interleaved at every point; only the contexts part.
 E2E_PARTS = {
     target: [os.path.join(target.removesuffix(".csv"), f"ctx{ctx}.csv") for ctx in E2E["context_lengths"]]
-    for target in E2E_TARGETS
-    if any(fnmatch.fnmatch(target, pattern) for pattern in E2E.get("split_by_context", []))
+    for target in matching(E2E_TARGETS, E2E.get("split_by_context", []))
 }
 # The measuring jobs: whole targets, and the parts of split ones.
 E2E_JOBS = [t for t in E2E_TARGETS if t not in E2E_PARTS] + [p for parts in E2E_PARTS.values() for p in parts]
