@@ -189,3 +189,13 @@ def test_profiler_forward_is_checked_against_the_e2e_study(tables):
     assert "and is 4.00–4.00× its graphed median" in text
     other = e2e.assign(precision="bf16")  # another configuration is not the same point
     assert "agreement" not in profile_section.answers(kernels, timing, other)
+
+
+def test_a_point_profiled_in_one_mode_still_names_its_top_kernel(tables):
+    """A grid that has profiled the forward pass of a point but not yet its train step (a run stopped
+    between slices) still answers (b) for the forward pass, and claims nothing of the train step."""
+    kernels, timing = tables
+    forward_only = profile_section.render(kernels[kernels["mode"] == "forward"], timing[timing["mode"] == "forward"])
+    line = next(line for line in forward_only.splitlines() if line.startswith("- nano, context 32:"))
+    assert "leads the forward pass" in line and "train step" not in line
+    assert "the train step is led by" in profile_section.render(kernels, timing)

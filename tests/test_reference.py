@@ -302,16 +302,19 @@ ONE_COMMIT = REFERENCE / "e2e-one-commit"
 
 
 def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
-    """Small to large at the capture slice's commit: every row graphed, no physics violation among all
-    468 e2e rows of that commit, the section re-rendered from them, and the README's claims about ours
-    against SDPA in the model computed from the paired bootstrap."""
+    """The e2e rows at the capture slice's commit: every ok row graphed, out-of-memory points as rows,
+    no physics violation among all 639 e2e rows of that commit, the section re-rendered from them,
+    and the README's claims about ours against SDPA in the model computed from the paired bootstrap."""
     from lmperf.report import e2e_section
     from lmperf.report.e2e_analysis import attention_ratios
 
     commit = "49213762441f"
     e2e = render.read(ONE_COMMIT / "e2e.csv")
-    assert set(e2e["commit"]) == {commit} and len(e2e) == 396
-    assert (e2e["status"] == "ok").all() and e2e["graphed_median_ms"].notna().all()
+    assert set(e2e["commit"]) == {commit} and len(e2e) == 567
+    rows = e2e[e2e["status"] == "ok"]
+    assert len(rows) == 563 and rows["graphed_median_ms"].notna().all()
+    oom = e2e[e2e["status"] != "ok"]
+    assert set(oom["status"]) == {"oom"} and set(oom["attention"]) == {"naive"} and set(oom["context_length"]) == {1024}
     capture = [render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")]
     every = pd.concat([e2e, *capture], ignore_index=True)
     assert physics_violations(every).empty
@@ -321,12 +324,51 @@ def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
     train = attention_ratios(e2e, base="sdpa", mode="train_step")
     ours = train[train["attention"] == "flash_triton"].set_index(["precision", "compile", "size", "context_length"])
     bf16, fp32 = ours.loc["bf16"], ours.loc["fp32"]
-    assert (bf16["ci95_low"] > 1).sum() == len(bf16) == 24 and "24 of 24 points" in readme
-    assert (fp32["ci95_high"] < 1).sum() == len(fp32) == 20 and "20 of 20 points" in readme
+    assert (bf16["ci95_low"] > 1).sum() == len(bf16) == 32 and "32 of 32 points" in readme
+    assert (fp32["ci95_high"] < 1).sum() == len(fp32) == 31 and "31 of 31 points" in readme
     compiled = bf16.loc["compiled"]
     assert f"by {100 * (compiled['speedup'].min() - 1):.2f}–{100 * (compiled['speedup'].max() - 1):.2f}%" in readme
     large = compiled.loc[("large", 1024)]
     assert f"{large['speedup']:.4f} (CI {large['ci95_low']:.4f}–{large['ci95_high']:.4f})" in readme
-    assert f"ours {fp32['speedup'].min():.4f} of" in readme
+    assert f"ours {fp32['speedup'].min():.4f} of" in readme and f"up to {1 / fp32['speedup'].min():.2f}×" in readme
     seconds = sorted(pd.read_csv(p, sep="\t")["s"].iloc[0] for p in (ONE_COMMIT / "benchmarks").glob("*.tsv"))
-    assert len(seconds) == 11 and f"{seconds[0]:.0f} s" in readme and f"{seconds[-1]:.0f} s" in readme
+    assert len(seconds) == 21 and f"{seconds[0]:.0f} s" in readme and f"{seconds[-1]:.0f} s" in readme
+    assert f"{sum(seconds) / 60:.0f} minutes in all" in readme
+
+
+PROFILE_ONE_COMMIT = REFERENCE / "profile-one-commit"
+
+
+def test_one_commit_profile_slice_is_rendered_and_its_check_against_e2e_says_what_the_readme_says():
+    """The profiled jobs at the reference commit: the section re-rendered from them and the e2e rows of
+    that commit, and the README's claims recomputed: the profiler agrees with the unprofiled run where
+    the GPU is busy, and not where the host is the bottleneck."""
+    from lmperf.report import profile_section
+
+    kernels, timing = (
+        render.read(PROFILE_ONE_COMMIT / "profile.csv"),
+        render.read(PROFILE_ONE_COMMIT / "profile_timing.csv"),
+    )
+    assert set(kernels["commit"]) == set(timing["commit"]) == {"49213762441f"} and len(timing) == 22
+    e2e = pd.concat(
+        [
+            render.read(ONE_COMMIT / "e2e.csv"),
+            *(render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")),
+        ],
+        ignore_index=True,
+    )
+    assert_rendered(PROFILE_ONE_COMMIT, profile_section.render(kernels, timing, e2e))
+
+    readme = " ".join((PROFILE_ONE_COMMIT / "README.md").read_text().split())  # claims across line breaks
+    answers = profile_section.answers(kernels, timing, e2e)
+    busy, host = answers[answers["busy_forward"] >= 0.9], answers[answers["busy_forward"] < 0.9]
+    assert len(busy) == 4 and f"within {100 * busy['agreement'].abs().max():.1f}%" in readme
+    low, high = (100 * host["agreement"].agg(f) for f in ("min", "max"))
+    assert len(host) == 8 and f"{low:.0f}% to {high:.0f}% longer" in readme and low > 20
+    low, high = (100 * host["busy_forward"].agg(f) for f in ("min", "max"))
+    assert f"GPU busy {low:.1f}% to {high:.1f}%" in readme
+    ratio = answers["softmax_time_ratio"]
+    assert f"{ratio.min():.2f}× to {ratio.max():.2f}× the time" in readme
+    seconds = sorted(pd.read_csv(p, sep="\t")["s"].iloc[0] for p in (PROFILE_ONE_COMMIT / "benchmarks").glob("*.tsv"))
+    assert len(seconds) == 22 and f"{seconds[0]:.0f} s to {seconds[-1]:.0f} s" in readme
+    assert f"{sum(seconds) / 60:.0f} minutes in all" in readme

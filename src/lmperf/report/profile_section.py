@@ -207,11 +207,14 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
     for r in rows.itertuples():
         sentence = f"- {r.size}, context {r.context_length}: "
         parts = []
-        if isinstance(getattr(r, "top_forward", None), str) and isinstance(getattr(r, "top_train", None), str):
-            parts.append(
-                f"(b) `{short_name(r.top_forward)}` leads the forward pass; the train step is led by "
-                + ("the same kernel" if r.top_forward == r.top_train else f"`{short_name(r.top_train)}`")
-            )
+        forward, train = getattr(r, "top_forward", None), getattr(r, "top_train", None)
+        if isinstance(forward, str):
+            lead = f"(b) `{short_name(forward)}` leads the forward pass"
+            if isinstance(train, str):  # a point whose train step was not profiled says nothing of it
+                lead += "; the train step is led by " + (
+                    "the same kernel" if forward == train else f"`{short_name(train)}`"
+                )
+            parts.append(lead)
         if isinstance(getattr(r, "non_gemm", None), str) and r.non_gemm:
             parts.append(f"(c) non-GEMM work of ≥ 1% of forward time: {r.non_gemm}")
         if pd.notna(getattr(r, "softmax_time_ratio", float("nan"))):
