@@ -120,3 +120,35 @@ def test_fused_adamw_writes_the_masters_rounding_to_nearest():
         weight.grad = torch.randn_like(weight)
         optimizer.step()
     assert torch.equal(weight, optimizer.state[weight]["master"].bfloat16())
+
+
+@pytest.mark.parametrize("optimizer_name", ["lmperf", "lmperf_fused"])
+def test_adamw_inside_the_backward_replays_as_the_step_after_it(optimizer_name):
+    """The optimizer run from the backward's gradient hooks on a side stream, launched and replayed as
+    a CUDA graph (the side stream forks from and joins the capture), trains as the plain step does,
+    and its replay runs the plain step's kernels."""
+    from lmperf.model.optim_in_backward import OptimizerInBackward
+
+    def trained(inside: bool, graphed: bool):
+        model = build_model("nano", 32, CUDA)
+        optimizer = make_optimizer(optimizer_name, model.parameters(), lr=1e-2)
+        if inside:
+            optimizer = OptimizerInBackward(optimizer)
+        tokens, targets = random_batch(model.cfg.vocab_size, 4, 32, CUDA)
+        step = make_step("train_step", model, optimizer, tokens, targets, "bf16", CUDA)
+        step()
+        run = capture_graph(step, CUDA) if graphed else step
+        for _ in range(4):
+            run()
+        torch.cuda.synchronize()
+        return [p.detach().clone() for p in model.parameters()], _kernels(run)
+
+    (plain, kernels), (launched, _), (replayed, replayed_kernels) = (
+        trained(False, True),
+        trained(True, False),
+        trained(True, True),
+    )
+    for a, b, c in zip(plain, launched, replayed, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c, a, rtol=1e-5, atol=1e-6)
+    assert replayed_kernels >= kernels  # one update per parameter instead of per chunk: never fewer

@@ -216,3 +216,36 @@ def test_kernel_table_sums_the_profiled_kernels():
     assert rows["total"] == ["110.0", "129.0"]
     (sentence,) = ladder_section.kernel_sentences(kernels, "cuda_graph")
     assert "110.0 ms per step): gemm 100.0 ms (91%), elementwise 10.0 ms (9%)" in sentence
+
+
+def test_adamw_inside_the_backward_is_the_same_step_and_leaves_other_steps_alone():
+    """From the same start, 3 steps with each parameter's AdamW run from its gradient hook land on the
+    same weights and state as the plain step, bit for bit (the same elementwise arithmetic, one
+    parameter at a time); between those steps the hooks are disarmed, so another rung's backward on
+    the shared model updates nothing, and remove() takes them off."""
+    rungs = (
+        Rung("after", "", compile="eager", attention="naive", optimizer="lmperf"),
+        Rung("inside", "", compile="eager", attention="naive", optimizer="lmperf", in_backward=True),
+    )
+    ladder = Ladder("nano", 16, 2, torch.device("cpu"), rungs)
+    weights, state = {}, {}
+    for rung in rungs:
+        ladder.reset()
+        ladder.before(rung.name)
+        step = ladder.step(rung)
+        for _ in range(3):
+            step()
+        owner = ladder.optimizers[Ladder.OWNER]
+        weights[rung.name] = [p.detach().clone() for p in ladder.model.parameters()]
+        state[rung.name] = [s["v"].clone() for s in owner.state.values()]
+    for a, b in zip(weights["after"], weights["inside"], strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(state["after"], state["inside"], strict=True):
+        assert torch.equal(a, b) and bool((a != 0).any())
+    (inside,) = ladder.in_backward.values()
+    assert not inside.armed
+    before = [p.detach().clone() for p in ladder.model.parameters()]
+    ladder.model(ladder.tokens).float().mean().backward()  # a backward outside the in-backward step
+    assert all(torch.equal(p, q) for p, q in zip(before, ladder.model.parameters()))
+    inside.remove()
+    assert all(not p._post_accumulate_grad_hooks for p in ladder.model.parameters())

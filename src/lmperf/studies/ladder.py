@@ -10,8 +10,10 @@ two 2.7B steps do not fit beside each other), with the e2e harness's statistics.
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
 ``torch.compiler.set_stance("force_eager")``; the torch stack calls a whole-model compile of the
 same modules. The AdamWs share one set of state tensors (t, m, v): copies would not fit beside a
-2.7B model on 80 GB. The bf16-weights rung swaps bf16 copies of the Linear weights into the model;
-its AdamW holds the fp32 weights as its masters.
+2.7B model on 80 GB. The in-backward rungs run that AdamW from hooks on the model's parameters
+(``lmperf.model.optim_in_backward``), armed during their own steps only. The bf16-weights rung
+swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
+masters.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
@@ -39,6 +41,7 @@ from lmperf.measure.harness import graphed_columns, launched_columns, steady_pea
 from lmperf.measure.kernels import categorize
 from lmperf.measure.rows import write_rows
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
+from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
 
@@ -53,6 +56,7 @@ class Rung:
     optimizer: str = "lmperf_fused"
     graphed: bool = False  # the whole step replayed as a CUDA graph
     weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
+    in_backward: bool = False  # each parameter's update runs as its gradient lands, beside the backward
     on_ladder: bool = True  # False: measured beside the ladder
 
     @property
@@ -70,7 +74,14 @@ RUNGS = (
     Rung("flash", "+ our FlashAttention (Triton)", optimizer="lmperf"),
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
-    Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
+    Rung("in_backward", "+ each parameter's AdamW inside the backward (side stream)", graphed=True, in_backward=True),
+    Rung(
+        "bf16_weights",
+        "+ bf16 weights, fp32 masters in the fused AdamW: no casts",
+        graphed=True,
+        in_backward=True,
+        weights="bf16",
+    ),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
         "torch_stack",
@@ -147,6 +158,7 @@ class Ladder:
         self.linears = [m for m in self.model.modules() if isinstance(m, Linear)]
         self.weights = {"fp32": [m.weight for m in self.linears]}
         self.optimizers = {self.OWNER: make_optimizer("lmperf", self.model.parameters(), lr=self.lr)}
+        self.in_backward = {}  # (name, weights): that AdamW run from the backward's hooks
         for r in rungs:
             if r.weights == "fp32":
                 self.optimizer(r.optimizer, r.weights)
@@ -181,6 +193,8 @@ class Ladder:
         self.use_weights("fp32")
         self.weights.pop("bf16", None)
         self.optimizers = {key: o for key, o in self.optimizers.items() if key[1] == "fp32"}
+        for key in [key for key in self.in_backward if key[1] != "fp32"]:
+            self.in_backward.pop(key).remove()
         free_memory(self.device)
 
     def step(self, rung: Rung, timed_phases: bool = False):
@@ -188,6 +202,11 @@ class Ladder:
         model = self.whole if rung.compile == "model" else self.model
         kwargs = {"phase": self.clocks[rung.name]} if timed_phases else {}
         optimizer = self.optimizer(rung.optimizer, rung.weights)
+        if rung.in_backward:
+            key = (rung.optimizer, rung.weights)
+            if key not in self.in_backward:
+                self.in_backward[key] = OptimizerInBackward(optimizer)
+            optimizer = self.in_backward[key]
         inner = make_step(
             "train_step", model, optimizer, self.tokens, self.targets, rung.precision, self.device, **kwargs
         )
@@ -294,6 +313,7 @@ def run_ladder(
             "optimizer": r.optimizer,
             "graphed": r.graphed,
             "weights": r.weights,
+            "in_backward": r.in_backward,
             "status": "skipped" if device.type != "cuda" and r.gpu_only else "ok",
             "note": r.gpu_only if device.type != "cuda" else "",
         }
