@@ -36,6 +36,13 @@ def run_slice(workdir: Path, state: Path, seconds: int, *targets: str) -> subpro
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
 
 
+def fill_slice(workdir: Path, state: Path, seconds: int, *pairs: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    cmd = ["scripts/fill-slice", str(state), str(seconds), "--config", "grid=smoke", "--", *pairs]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
+
+
 def ran(proc: subprocess.CompletedProcess) -> list[str]:
     """Outputs of the jobs a slice started (Snakemake logs to stderr)."""
     return [line.split(": ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("    output: ")]
@@ -70,3 +77,16 @@ def test_slices_on_fresh_checkouts_finish_the_grid_without_rerunning_anything(tm
 def tarred_mtime(state: Path, member: str) -> float:
     with tarfile.open(state) as tar:
         return tar.getmember(member).mtime
+
+
+def test_a_filled_slice_starts_only_the_targets_whose_expected_cost_fits(tmp_path):
+    """scripts/fill-slice leaves a target that would not finish for the next allocation instead of
+    starting it (its work would be lost), says so, and asks for another slice; the next one runs it."""
+    state = tmp_path / "state.tgz"
+    first = fill_slice(fresh_checkout(tmp_path / "a"), state, 600, f"{FIRST}:60", f"{SECOND}:100000")
+    assert first.returncode == MORE, first.stdout[-3000:] + first.stderr[-3000:]
+    assert ran(first) == [FIRST] and f"left for the next allocation: {SECOND}" in first.stdout
+
+    last = fill_slice(fresh_checkout(tmp_path / "b"), state, 600, f"{FIRST},{SECOND}:60")
+    assert last.returncode == DONE, last.stdout[-3000:] + last.stderr[-3000:]
+    assert ran(last) == [SECOND]
