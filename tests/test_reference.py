@@ -301,6 +301,12 @@ def test_capture_slice_is_one_commit_graphed_everywhere_and_rendered():
 ONE_COMMIT = REFERENCE / "e2e-one-commit"
 
 
+def every_e2e_row_at_the_one_commit() -> pd.DataFrame:
+    """The e2e rows at 49213762441f: this slice's and graph-capture's xl and 2.7B bf16 compiled ones."""
+    capture = [render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")]
+    return pd.concat([render.read(ONE_COMMIT / "e2e.csv"), *capture], ignore_index=True)
+
+
 def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
     """The e2e rows at the capture slice's commit: every ok row graphed, out-of-memory points as rows,
     no physics violation among all 639 e2e rows of that commit, the section re-rendered from them,
@@ -315,8 +321,7 @@ def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
     assert len(rows) == 563 and rows["graphed_median_ms"].notna().all()
     oom = e2e[e2e["status"] != "ok"]
     assert set(oom["status"]) == {"oom"} and set(oom["attention"]) == {"naive"} and set(oom["context_length"]) == {1024}
-    capture = [render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")]
-    every = pd.concat([e2e, *capture], ignore_index=True)
+    every = every_e2e_row_at_the_one_commit()
     assert physics_violations(every).empty
     assert_rendered(ONE_COMMIT, e2e_section.render(every, render.read(CAPTURE / "warmup.csv")))
 
@@ -350,13 +355,7 @@ def test_one_commit_profile_slice_is_rendered_and_its_check_against_e2e_says_wha
         render.read(PROFILE_ONE_COMMIT / "profile_timing.csv"),
     )
     assert set(kernels["commit"]) == set(timing["commit"]) == {"49213762441f"} and len(timing) == 22
-    e2e = pd.concat(
-        [
-            render.read(ONE_COMMIT / "e2e.csv"),
-            *(render.read(CAPTURE / f"e2e-{s}-bf16-compiled.csv") for s in ("xl", "2.7B")),
-        ],
-        ignore_index=True,
-    )
+    e2e = every_e2e_row_at_the_one_commit()
     assert_rendered(PROFILE_ONE_COMMIT, profile_section.render(kernels, timing, e2e))
 
     readme = " ".join((PROFILE_ONE_COMMIT / "README.md").read_text().split())  # claims across line breaks

@@ -29,18 +29,20 @@ def fresh_checkout(dest: Path) -> Path:
     return dest
 
 
-def run_slice(workdir: Path, state: Path, seconds: int, *targets: str) -> subprocess.CompletedProcess:
+def script(name: str, workdir: Path, state: Path, seconds: int, *args: str) -> subprocess.CompletedProcess:
+    """scripts/NAME STATE SECONDS on the smoke grid, with this interpreter's snakemake on the PATH."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    cmd = ["scripts/run-slice", str(state), str(seconds), "--config", "grid=smoke", "--", *targets]
+    cmd = [f"scripts/{name}", str(state), str(seconds), "--config", "grid=smoke", "--", *args]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
+
+
+def run_slice(workdir: Path, state: Path, seconds: int, *targets: str) -> subprocess.CompletedProcess:
+    return script("run-slice", workdir, state, seconds, *targets)
 
 
 def fill_slice(workdir: Path, state: Path, seconds: int, *pairs: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    cmd = ["scripts/fill-slice", str(state), str(seconds), "--config", "grid=smoke", "--", *pairs]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
+    return script("fill-slice", workdir, state, seconds, *pairs)
 
 
 def ran(proc: subprocess.CompletedProcess) -> list[str]:
