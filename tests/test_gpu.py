@@ -137,7 +137,11 @@ def test_adamw_inside_the_backward_replays_as_the_step_after_it(optimizer_name):
         tokens, targets = random_batch(model.cfg.vocab_size, 4, 32, CUDA)
         step = make_step("train_step", model, optimizer, tokens, targets, "bf16", CUDA)
         step()
-        run = capture_graph(step, CUDA) if graphed else step
+        if graphed:
+            run = capture_graph(step, CUDA)  # its warm-up is one more step
+        else:
+            step()  # the same count of steps as the graphed runs
+            run = step
         for _ in range(4):
             run()
         torch.cuda.synchronize()

@@ -199,3 +199,19 @@ def test_a_point_profiled_in_one_mode_still_names_its_top_kernel(tables):
     line = next(line for line in forward_only.splitlines() if line.startswith("- nano, context 32:"))
     assert "leads the forward pass" in line and "train step" not in line
     assert "the train step is led by" in profile_section.render(kernels, timing)
+
+
+def test_a_step_out_of_memory_is_the_points_oom_row(tmp_path, monkeypatch):
+    """measure() drops a step that runs out of memory; the study must not then read an empty profile
+    (on nsys that failed the job: "no 'measured step' range") but write the point as out of memory."""
+
+    def step():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+
+    monkeypatch.setattr(profile, "build_step", lambda args, device: step)
+    out = tmp_path / "train_step.csv"
+    argv = ["--size", "nano", "--context-length", "32", "--mode", "train_step", "--device", "cpu", "--out", str(out)]
+    profile.main(argv)
+    for path in (out, tmp_path / "train_step-timing.csv"):
+        row = pd.read_csv(path).iloc[0]
+        assert row["status"] == "oom" and "Tried to allocate 12.00 GiB" in row["note"]

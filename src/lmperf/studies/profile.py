@@ -49,12 +49,16 @@ def build_step(args, device: torch.device):
 
 
 def timed(args, device: torch.device, named_ranges: bool) -> list[float]:
-    """Host seconds of each measured step, with the named ranges on or off."""
+    """Host seconds of each measured step, with the named ranges on or off. A step that runs out of
+    memory raises it: measure() drops such a step, and the caller makes it the point's oom row."""
     step = build_step(args, device)
     ranges.enable(named_ranges)
     try:
         exactly = Budget(args.measured_steps, max_steps=args.measured_steps)  # the kernel table divides by this count
-        return measure({"step": step}, device, args.warmup_steps, exactly)["step"].host_s
+        timings = measure({"step": step}, device, args.warmup_steps, exactly)["step"]
+        if timings.error is not None:
+            raise timings.error
+        return timings.host_s
     finally:
         ranges.enable(False)
         del step
