@@ -215,6 +215,8 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
                     "the same kernel" if forward == train else f"`{short_name(train)}`"
                 )
             parts.append(lead)
+        elif isinstance(train, str):
+            parts.append(f"(b) `{short_name(train)}` leads the train step; the forward pass is not profiled")
         if isinstance(getattr(r, "non_gemm", None), str) and r.non_gemm:
             parts.append(f"(c) non-GEMM work of ≥ 1% of forward time: {r.non_gemm}")
         if pd.notna(getattr(r, "softmax_time_ratio", float("nan"))):
@@ -222,5 +224,6 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
                 f"(e) softmax takes {num(r.softmax_time_ratio)}× the time of the two attention matmuls for "
                 f"{num(r.softmax_flop_ratio, 3)}× their FLOPs"
             )
-        out.append(sentence + "; ".join(parts) + ".")
+        if parts:
+            out.append(sentence + "; ".join(parts) + ".")
     return "\n".join(out + [""])
