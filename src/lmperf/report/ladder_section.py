@@ -109,8 +109,32 @@ def point_sentences(point: pd.DataFrame) -> list[str]:
             f"`{top['rung']}` takes {num(top['median_ms'], 1)} ms, "
             f"{ratio(top['median_ms'] / roofline_ms)} the roofline."
         )
+    out += power_sentences(ran)
     out += loss_check_sentences(ran)
     return out
+
+
+AT_THE_LIMIT = 0.97  # of the power limit: the driver lowers the SM clock to hold the board there
+
+
+def power_sentences(ran: pd.DataFrame) -> list[str]:
+    """The SM clock and board power during each rung's replay (nvidia-smi's medians): at the power
+    limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md)."""
+    sampled = ran[ran["replay_sm_clock_mhz"].notna()] if "replay_sm_clock_mhz" in ran else ran.iloc[:0]
+    if sampled.empty:
+        return []
+    each = "; ".join(
+        f"`{r.rung}` {num(r.replay_sm_clock_mhz, 0)} MHz at {num(r.replay_power_w, 0)} W" for r in sampled.itertuples()
+    )
+    limit = sampled["replay_power_limit_w"].median()
+    capped = sampled[sampled["replay_power_w"] >= AT_THE_LIMIT * sampled["replay_power_limit_w"]]
+    verdict = (
+        f"{len(capped)} of {len(sampled)} replays ran at the power limit (≥ {pct(AT_THE_LIMIT, 0)} of it)"
+        if len(capped)
+        else "no replay reached the power limit"
+    )
+    heading = f"SM clock and power in each replay (median of nvidia-smi samples, limit {num(limit, 0)} W)"
+    return [f"- {heading}: {each}. {verdict}."]
 
 
 LOSS_TOLERANCE = 0.02  # of the loss drop: how far bf16 rounding may move 20 steps' training

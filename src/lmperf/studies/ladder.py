@@ -18,7 +18,8 @@ masters.
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
 forward, backward and optimizer (CUDA events), the optimizer's GB/s against its 28 B/param bound at
-the HBM bandwidth measured in this process, and peak memory. ``--check-steps N`` proves the rungs
+the HBM bandwidth measured in this process, peak memory, and the SM clock and power during its
+replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
 compute the same thing: from the same initial weights and batch, each rung trains N steps at
 learning rate ``check_lr``, then one fp32 eager forward gives its loss (``initial_loss`` beside it shows
 that training moved it). Every AdamW is built with that rate: a graph bakes it in, and it does not
@@ -39,6 +40,7 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
+from lmperf.measure.power import nvidia_smi_id, sampled
 from lmperf.measure.rows import write_rows
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
@@ -383,7 +385,9 @@ def run_ladder(
             check_steps=check_steps, check_lr=ladder.lr, initial_loss=initial_loss, loss_after_check=ladder.loss()
         )
 
-    # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other.
+    # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other. The SM
+    # clock and power are sampled during each replay: at the power limit they set the GEMMs' speed.
+    gpu = nvidia_smi_id(device)
     replayed = {}  # a graphed rung's kernels, profiled in its replay
     for r in live:
         if rows[r.name]["status"] != "ok" or not (r.graphed or device.type == "cuda"):
@@ -398,7 +402,9 @@ def run_ladder(
             print(f"{r.name:>18} {reason}", flush=True)
             ladder.drop_bf16()
             continue
-        timings = measure({r.name: replay}, device, 1, budget)[r.name]
+        with sampled(gpu) as clocks:
+            timings = measure({r.name: replay}, device, 1, budget)[r.name]
+        rows[r.name].update(clocks.columns("replay_"))
         if timings.error is not None:
             rows[r.name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
         else:

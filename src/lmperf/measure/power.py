@@ -1,0 +1,82 @@
+"""The GPU's SM clock and board power while a block of code runs, sampled by ``nvidia-smi``.
+
+Why: under back-to-back GEMMs an H100 sits at its power limit and the driver lowers the SM clock
+(notes/ladder-power.md). A step that drops memory-bound kernels can then run its GEMMs slower, so a
+step time says little about a technique without the clock and power it ran at. ``nvidia-smi`` runs
+in a process of its own: sampling costs the measured process nothing, and needs no NVML bindings.
+
+    with sampled(nvidia_smi_id(device)) as gpu:
+        ...  # the replays
+    gpu.columns("replay_")  # {"replay_sm_clock_mhz": ..., "replay_power_w": ..., ...}
+"""
+
+import shutil
+import statistics
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+QUERY = ("clocks.sm", "power.draw", "power.limit")
+INTERVAL_MS = 100
+
+
+def nvidia_smi_id(device: torch.device) -> str | None:
+    """The GPU as ``nvidia-smi -i`` names it (its UUID, whatever CUDA_VISIBLE_DEVICES maps), or None."""
+    if device.type != "cuda":
+        return None
+    return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+
+
+@dataclass
+class Samples:
+    """Median SM clock (MHz), power draw and power limit (W) over the samples; ``reason`` when there are none."""
+
+    rows: list[tuple[float, ...]] = field(default_factory=list)
+    reason: str = ""
+
+    def parse(self, text: str) -> None:
+        for line in text.splitlines():
+            try:
+                values = tuple(float(v) for v in line.split(","))
+            except ValueError:  # "[N/A]", or a line cut short when the sampler was stopped
+                continue
+            if len(values) == len(QUERY):
+                self.rows.append(values)
+        if not self.rows and not self.reason:
+            said = text.strip().splitlines()[0] if text.strip() else f"none in the block (one every {INTERVAL_MS} ms)"
+            self.reason = f"nvidia-smi gave no sample: {said}"
+
+    def columns(self, prefix: str) -> dict:
+        names = ("sm_clock_mhz", "power_w", "power_limit_w")
+        medians = [statistics.median(r[i] for r in self.rows) if self.rows else float("nan") for i in range(3)]
+        return {
+            **{prefix + name: value for name, value in zip(names, medians, strict=True)},
+            prefix + "gpu_samples": len(self.rows),
+            prefix + "gpu_note": self.reason,
+        }
+
+
+@contextmanager
+def sampled(gpu: str | None):
+    """Sample ``gpu`` (an ``nvidia-smi -i`` id) every INTERVAL_MS while the block runs."""
+    samples = Samples()
+    smi = shutil.which("nvidia-smi")
+    if gpu is None or smi is None:
+        samples.reason = "no GPU to sample" if gpu is None else "no nvidia-smi on PATH"
+        yield samples
+        return
+    query = f"--query-gpu={','.join(QUERY)}"
+    command = [smi, "-i", gpu, query, "--format=csv,noheader,nounits", "-lms", str(INTERVAL_MS)]
+    sampler = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield samples
+    finally:
+        sampler.terminate()
+        try:
+            out, _ = sampler.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            sampler.kill()
+            out, _ = sampler.communicate()
+        samples.parse(out)
