@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 QUERY = ("clocks.sm", "power.draw", "power.limit")
+COLUMNS = ("sm_clock_mhz", "power_w", "power_limit_w")  # QUERY's fields, as the rows name them
 INTERVAL_MS = 100
 
 
@@ -49,10 +50,9 @@ class Samples:
             self.reason = f"nvidia-smi gave no sample: {said}"
 
     def columns(self, prefix: str) -> dict:
-        names = ("sm_clock_mhz", "power_w", "power_limit_w")
-        medians = [statistics.median(r[i] for r in self.rows) if self.rows else float("nan") for i in range(3)]
+        medians = [statistics.median(values) for values in zip(*self.rows)] or [float("nan")] * len(COLUMNS)
         return {
-            **{prefix + name: value for name, value in zip(names, medians, strict=True)},
+            **{prefix + name: value for name, value in zip(COLUMNS, medians, strict=True)},
             prefix + "gpu_samples": len(self.rows),
             prefix + "gpu_note": self.reason,
         }
