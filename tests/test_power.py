@@ -6,7 +6,7 @@ import time
 import pandas as pd
 import torch
 
-from lmperf.measure.power import nvidia_smi_id, sampled
+from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.report.ladder_section import power_sentences
 
 STAND_IN = """#!/usr/bin/env bash
@@ -57,4 +57,14 @@ def test_the_ladder_says_which_replays_ran_at_the_power_limit():
     (sentence,) = power_sentences(ran)
     assert "`cuda_graph` 1590 MHz at 660 W; `bf16_weights` 1375 MHz at 698 W" in sentence
     assert "limit 700 W" in sentence and "1 of 2 replays ran at the power limit" in sentence
+    assert "untimed" not in sentence  # rows of a run without the hold say nothing of it
+    (sentence,) = power_sentences(ran.assign(replay_settle_s=[float("nan"), 5.0, 5.0]))
+    assert sentence.endswith("Each replay ran 5 s untimed before it was timed.")
     assert power_sentences(ran.drop(columns=["replay_sm_clock_mhz"])) == []
+
+
+def test_hold_runs_the_step_until_the_time_is_spent():
+    ran = []
+    assert hold(lambda: ran.append(time.sleep(0.01)), torch.device("cpu"), seconds=0.1) == len(ran)
+    assert 5 <= len(ran) <= 11
+    assert hold(lambda: ran.append(None), torch.device("cpu"), seconds=0) == 1  # at least once

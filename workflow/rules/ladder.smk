@@ -31,12 +31,13 @@ rule ladder:
         ci_halfwidth=LADDER["ci_halfwidth"],
         max_seconds=LADDER["max_seconds_per_point"],
         check_steps=LADDER["check_steps"],
+        settle_seconds=LADDER["settle_seconds"],
     shell:
         "python -m lmperf.studies.ladder --size {wildcards.size} --context-length {wildcards.ctx}"
         " --batch-size {params.batch_size} --warmup-steps {params.warmup_steps}"
         " --measured-steps {params.measured_steps} --ci-halfwidth {params.ci_halfwidth}"
         " --max-seconds {params.max_seconds} --check-steps {params.check_steps}"
-        " --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"
+        " --settle-seconds {params.settle_seconds} --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"
 
 
 rule ladder_figures:

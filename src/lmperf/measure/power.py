@@ -5,6 +5,7 @@ Why: under back-to-back GEMMs an H100 sits at its power limit and the driver low
 step time says little about a technique without the clock and power it ran at. ``nvidia-smi`` runs
 in a process of its own: sampling costs the measured process nothing, and needs no NVML bindings.
 
+    held = hold(replay, device, seconds=5)  # first into the clock and power of steady work
     with sampled(nvidia_smi_id(device)) as gpu:
         ...  # the replays
     gpu.columns("replay_")  # {"replay_sm_clock_mhz": ..., "replay_power_w": ..., ...}
@@ -13,10 +14,14 @@ in a process of its own: sampling costs the measured process nothing, and needs 
 import shutil
 import statistics
 import subprocess
+import timeit
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+from lmperf.measure.timing import synchronize
 
 QUERY = ("clocks.sm", "power.draw", "power.limit")
 COLUMNS = ("sm_clock_mhz", "power_w", "power_limit_w")  # QUERY's fields, as the rows name them
@@ -28,6 +33,22 @@ def nvidia_smi_id(device: torch.device) -> str | None:
     if device.type != "cuda":
         return None
     return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+
+
+def hold(step: Callable[[], object], device: torch.device, seconds: float) -> int:
+    """Run ``step`` back to back for ``seconds`` of wall time (at least once); return how many ran.
+
+    Why: a GPU that starts dense work boosts until its power limit pulls the SM clock down. In the
+    2.7B ladder, rungs timed in their first two seconds of replay ran steady at the boost clock,
+    while rungs timed for longer drifted 5-10% slower as the cap set in. Holding each replay first
+    times every rung at the clock it keeps in a long training run, whatever ran before it.
+    """
+    start, steps = timeit.default_timer(), 0
+    while steps == 0 or timeit.default_timer() - start < seconds:
+        step()
+        synchronize(device)
+        steps += 1
+    return steps
 
 
 @dataclass

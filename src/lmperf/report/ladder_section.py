@@ -134,7 +134,9 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
         else "no replay reached the power limit"
     )
     heading = f"SM clock and power in each replay (median of nvidia-smi samples, limit {num(limit, 0)} W)"
-    return [f"- {heading}: {each}. {verdict}."]
+    settle = sampled["replay_settle_s"].max() if "replay_settle_s" in sampled else float("nan")
+    held = f" Each replay ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
+    return [f"- {heading}: {each}. {verdict}.{held}"]
 
 
 LOSS_TOLERANCE = 0.02  # of the loss drop: how far bf16 rounding may move 20 steps' training

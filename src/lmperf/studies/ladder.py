@@ -40,7 +40,7 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
-from lmperf.measure.power import nvidia_smi_id, sampled
+from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.measure.rows import write_rows
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
@@ -297,6 +297,7 @@ def run_ladder(
     check_steps: int = 0,
     rungs=RUNGS,
     kernels_out: str | None = None,
+    settle_seconds: float = 0.0,
 ) -> list[dict]:
     """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note). ``kernels_out``: also
     write each rung's GPU time per kernel there: a graphed rung's in its replay, the others' launched."""
@@ -385,8 +386,9 @@ def run_ladder(
             check_steps=check_steps, check_lr=ladder.lr, initial_loss=initial_loss, loss_after_check=ladder.loss()
         )
 
-    # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other. The SM
-    # clock and power are sampled during each replay: at the power limit they set the GEMMs' speed.
+    # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other. Each
+    # replay first runs ``settle_seconds`` untimed, into the power state of steady training; the SM
+    # clock and power are sampled while it is timed: at the power limit they set the GEMMs' speed.
     gpu = nvidia_smi_id(device)
     replayed = {}  # a graphed rung's kernels, profiled in its replay
     for r in live:
@@ -402,9 +404,10 @@ def run_ladder(
             print(f"{r.name:>18} {reason}", flush=True)
             ladder.drop_bf16()
             continue
+        held = hold(replay, device, settle_seconds)
         with sampled(gpu) as clocks:
             timings = measure({r.name: replay}, device, 1, budget)[r.name]
-        rows[r.name].update(clocks.columns("replay_"))
+        rows[r.name].update(clocks.columns("replay_"), replay_settle_s=settle_seconds, replay_settle_steps=held)
         if timings.error is not None:
             rows[r.name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
         else:
@@ -508,6 +511,7 @@ def main(argv=None) -> None:
     p.add_argument("--ci-halfwidth", type=float, default=0.01)
     p.add_argument("--max-seconds", type=float, default=30.0, help="time budget past --measured-steps, per pass")
     p.add_argument("--check-steps", type=int, default=20, help="train steps per rung for the loss check (0: none)")
+    p.add_argument("--settle-seconds", type=float, default=5.0, help="untimed replay before each rung's graphed timing")
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
     p.add_argument("--kernels", help="also write each rung's GPU time per kernel to this CSV (CUDA only)")
@@ -523,6 +527,7 @@ def main(argv=None) -> None:
         budget,
         args.check_steps,
         kernels_out=args.kernels,
+        settle_seconds=args.settle_seconds,
     )
     write_rows(rows, args.out)
 
