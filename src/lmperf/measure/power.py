@@ -38,10 +38,10 @@ def nvidia_smi_id(device: torch.device) -> str | None:
 def hold(step: Callable[[], object], device: torch.device, seconds: float) -> int:
     """Run ``step`` back to back for ``seconds`` of wall time (at least once); return how many ran.
 
-    Why: a GPU that starts dense work boosts until its power limit pulls the SM clock down. In the
-    2.7B ladder, rungs timed in their first two seconds of replay ran steady at the boost clock,
-    while rungs timed for longer drifted 5-10% slower as the cap set in. Holding each replay first
-    times every rung at the clock it keeps in a long training run, whatever ran before it.
+    Why: the GPU's clock and power follow the work of the last seconds, and nvidia-smi's power on
+    Hopper is an average over about a second. Without a hold, a replay timed for 2 s right after its
+    capture is timed and sampled in the state the capture left. Holding each replay first measures
+    every rung in the state its own work keeps, whatever ran before it (notes/ladder-power.md).
     """
     start, steps = timeit.default_timer(), 0
     while steps == 0 or timeit.default_timer() - start < seconds:

@@ -58,7 +58,9 @@ def e2e_point(e2e: pd.DataFrame, size: str, ctx: int, mode: str) -> pd.Series | 
 def answers(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (size, context): the numbers behind answers (a)-(e), the profiler's forward time
     against the e2e study's unprofiled and graphed medians of the same point (independent runs), and
-    the GPU's busy fraction per mode (kernel time over the profiled step's wall time)."""
+    the GPU's busy fraction per mode (kernel time over the profiled step's wall time). Rows that did
+    not run (out of memory, skipped) answer nothing."""
+    kernels, timing = ok(kernels), ok(timing)
     out = []
     for (size, ctx), group in kernels.groupby(["size", "context_length"]):
         fwd = group[group["mode"] == "forward"]

@@ -76,13 +76,15 @@ RUNGS = (
     Rung("flash", "+ our FlashAttention (Triton)", optimizer="lmperf"),
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
-    Rung("in_backward", "+ each parameter's AdamW inside the backward (side stream)", graphed=True, in_backward=True),
+    Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
+    # Beside the ladder: overlapping the update with the backward put the 2.7B replay at the 700 W
+    # limit, its GEMMs 23% slower (H100, 3b4b41827127; notes/ladder-power.md).
     Rung(
-        "bf16_weights",
-        "+ bf16 weights, fp32 masters in the fused AdamW: no casts",
+        "in_backward",
+        "rung cuda_graph with each parameter's AdamW inside the backward (side stream)",
         graphed=True,
         in_backward=True,
-        weights="bf16",
+        on_ladder=False,
     ),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
