@@ -34,14 +34,28 @@ class AdamW(torch.optim.Optimizer):
         loss = None if closure is None else closure()
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
-            for p in params:
-                if not self.state[p]:
-                    self.state[p].update(self.new_state(p))
             for chunk in _chunks(params, self.CHUNK_BYTES):
-                self._update(chunk, group)
+                self.update(chunk, group)
         return loss
 
     CHUNK_BYTES = 512 * 2**20
+
+    @torch.no_grad()
+    def update(self, params: list[torch.Tensor], group: dict) -> None:
+        """One update of ``params`` (of ``group``, each with a gradient), their state made on first use.
+
+        ``step`` calls it per chunk; ``lmperf.model.optim_in_backward`` per parameter, from the hook
+        that runs once that parameter's gradient is final.
+        """
+        for p in params:
+            self.state_of(p)
+        self._update(params, group)
+
+    def state_of(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``p``'s state, made by ``new_state`` on first use."""
+        if not self.state[p]:
+            self.state[p].update(self.new_state(p))
+        return self.state[p]
 
     def new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         """A parameter's state before its first step: step count t (on its device), m and v."""

@@ -31,21 +31,17 @@ class OptimizerInBackward:
         self.groups = {p: group for group in optimizer.param_groups for p in group["params"]}
         device = next(iter(self.groups)).device
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        self.hooks = [p.register_post_accumulate_grad_hook(self._update) for p in self.groups]
+        self.hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.groups]
 
-    @torch.no_grad()
-    def _update(self, p: torch.Tensor) -> None:
+    def _on_grad(self, p: torch.Tensor) -> None:
         if not self.armed:  # another step's backward on the same model
             return
-        state = self.optimizer.state[p]
-        if not state:
-            state.update(self.optimizer.new_state(p))
         if self.stream is None:
-            self.optimizer._update([p], self.groups[p])
+            self.optimizer.update([p], self.groups[p])
             return
         self.stream.wait_stream(torch.cuda.current_stream(p.device))  # the gradient is written
         with torch.cuda.stream(self.stream):
-            self.optimizer._update([p], self.groups[p])
+            self.optimizer.update([p], self.groups[p])
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)

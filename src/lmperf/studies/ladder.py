@@ -118,9 +118,7 @@ def share_state(source: torch.optim.Optimizer, target: torch.optim.Optimizer) ->
     """
     for group, other in zip(source.param_groups, target.param_groups, strict=True):
         for p, q in zip(group["params"], other["params"], strict=True):
-            if not source.state[p]:
-                source.state[p].update(source.new_state(p))
-            s = source.state[p]
+            s = source.state_of(p)
             if isinstance(target, torch.optim.AdamW):
                 target.state[q] = {"step": s["t"], "exp_avg": s["m"], "exp_avg_sq": s["v"]}
             else:
