@@ -218,6 +218,36 @@ def test_kernel_table_sums_the_profiled_kernels():
     assert "110.0 ms per step): gemm 100.0 ms (91%), elementwise 10.0 ms (9%)" in sentence
 
 
+def test_roofline_is_refused_where_the_step_beats_the_measured_matmul_rate():
+    """100 TFLOP at 500 TF/s need 200 ms; 1e9 params × 28 B at 2000 GB/s, 14 ms. Step kernels of GEMM and
+    attention that took 150 ms ran faster than the benchmark's rate: no bound; 250 ms: the bound holds."""
+    top = pd.Series(
+        {"rung": "cuda_graph", "median_ms": 300.0, "model_tflop_per_step": 100.0, "matmul_tflops": 500.0,
+         "params": 1e9, "hbm_gbps": 2000.0}
+    )  # fmt: skip
+
+    def kernels(gemm_ms):
+        return pd.DataFrame(
+            {
+                "rung": "cuda_graph",
+                "status": "ok",
+                "category": ["gemm", "other", "elementwise"],
+                "ms_per_step": [gemm_ms - 10, 10.0, 40.0],
+            }
+        )
+
+    (refused,) = ladder_section.roofline_sentences(top, kernels(150.0))
+    assert refused.startswith("- Roofline refused: the step's FLOPs need 200.0 ms at the measured bf16 matmul")
+    assert "kernels took 150.0 ms per step (at least 667 TF/s)" in refused
+    (bound,) = ladder_section.roofline_sentences(top, kernels(250.0))
+    assert bound.startswith("- Roofline: 200.0 ms of FLOPs")
+    assert "14.0 ms at the measured HBM bandwidth: 214.0 ms" in bound
+    assert "`cuda_graph` takes 300.0 ms, 1.40× the roofline" in bound
+    assert ladder_section.roofline_sentences(top) == [bound]  # no kernel times: nothing to refuse it with
+    assert ladder_section.roofline_sentences(top, pd.DataFrame()) == [bound]
+    assert ladder_section.roofline_sentences(top.replace({500.0: float("nan")})) == []  # no GPU rates
+
+
 def test_adamw_inside_the_backward_is_the_same_step_and_leaves_other_steps_alone():
     """From the same start, 3 steps with each parameter's AdamW run from its gradient hook land on the
     same weights and state as the plain step, bit for bit (the same elementwise arithmetic, one
