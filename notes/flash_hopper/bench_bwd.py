@@ -26,8 +26,9 @@ def grads_of(fn, q, k, v, do):
     return q_.grad, k_.grad, v_.grad
 
 
-def h_backward(dkdv_cfg, dq_cfg=None):
-    """Delta, then hdkdv and hdq; without dq_cfg, hdkdv alone with dQ accumulated in atomics."""
+def h_backward(dkdv_cfg, dq_cfg=None, atomic=1):
+    """Delta, then hdkdv and hdq; without dq_cfg, hdkdv alone with dQ accumulated in fp32: element
+    atomics (atomic=1) or one TMA reduce-add per tile (atomic=2)."""
 
     def run(q, k, v, o, L, do):
         B, N, D = q.shape
@@ -38,7 +39,7 @@ def h_backward(dkdv_cfg, dq_cfg=None):
         args = (B, N, scale, scale * 1.4426950408889634)
         bq, bk, w, s = dkdv_cfg
         hbwd.hdkdv[(N // bk, B)](
-            q, k, v, do, L, delta, dk, dv, acc, *args, D=D, BLOCK_Q=bq, BLOCK_K=bk, ATOMIC_DQ=acc is not None,
+            q, k, v, do, L, delta, dk, dv, acc, *args, D=D, BLOCK_Q=bq, BLOCK_K=bk, ATOMIC_DQ=atomic if acc is not None else 0,
             num_warps=w, num_stages=s,
         )  # fmt: skip
         if acc is not None:
@@ -81,18 +82,20 @@ for B, N, D in [(16, 16384, 64), (128, 1024, 64)]:
     out = FlashAttentionTriton.apply(q_, k_, v_, True)
     L = out.grad_fn.saved_tensors[0]
     O = out.detach()
-    for cfg in [(64, 128, 8, 2), (64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 128, 4, 2), (64, 128, 8, 3)]:
-        run = h_backward(cfg)
+    atomic_cfgs = [(64, 128, 8, 2), (64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 128, 4, 2), (64, 128, 8, 3)]
+    for atomic, cfg in itertools.product((2, 1), atomic_cfgs):
+        run = h_backward(cfg, atomic=atomic)
+        label = ("tma_reduce" if atomic == 2 else "atomic") + str(cfg)
         try:
             got = run(q, k, v, O, L, do)
             err = max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(got, ref))
             ms = do_bench(lambda: run(q, k, v, O, L, do), warmup=100, rep=REP, return_mode="median")
             print(
-                f"B{B} N{N} {'atomic' + str(cfg):>40} bwd {ms:8.4f} ms {2.5 * fwd_flops / ms / 1e9:6.1f} TF/s err {err:.1e}",
+                f"B{B} N{N} {label:>40} bwd {ms:8.4f} ms {2.5 * fwd_flops / ms / 1e9:6.1f} TF/s err {err:.1e}",
                 flush=True,
             )
         except Exception as e:
-            print(f"B{B} N{N} {'atomic' + str(cfg):>40} FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
+            print(f"B{B} N{N} {label:>40} FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
     best = None
     for dkdv_cfg, dq_cfg in itertools.product([(64, 64, 4, 2), (64, 64, 4, 3)], [(128, 64, 8, 3)]):
         run = h_backward(dkdv_cfg, dq_cfg)

@@ -1,6 +1,9 @@
 """Experimental Hopper backward variants: dK/dV and dQ kernels on TMA descriptors, and (hdkdv with
-ATOMIC_DQ) a one-kernel backward that accumulates dQ with fp32 atomics: 5 products instead of 7.
-Causal, bf16, seq a multiple of the tiles. Measured in ../flash-hopper.md; not used by lmperf."""
+ATOMIC_DQ) a one-kernel backward that accumulates dQ in fp32: 5 products instead of 7. ATOMIC_DQ=1
+adds each dQ tile element by element (`tl.atomic_add`, variant 9); ATOMIC_DQ=2 adds the whole tile
+with one TMA reduce (`desc.atomic_add`: cp.reduce.async.bulk.tensor, variant 14), the way FA3
+accumulates dQ. Causal, bf16, seq a multiple of the tiles. Measured in ../flash-hopper.md; not used
+by lmperf."""
 
 import triton
 import triton.language as tl
@@ -43,7 +46,10 @@ def _dkdv_inner(
         dk = tl.dot(ds_t, q, dk)
         if ATOMIC_DQ:  # dQ (unscaled, fp32) from this key tile: 5 products in all instead of 7
             dq = tl.dot(tl.trans(ds_t), k)
-            tl.atomic_add(DQ + (batch * N + offs_q[:, None]).to(tl.int64) * D + offs_d[None, :], dq, sem="relaxed")
+            if ATOMIC_DQ == 2:  # DQ is a tensor descriptor: one bulk reduce-add of the tile by the TMA unit
+                DQ.atomic_add([batch, q0, 0], dq.reshape(1, BLOCK_Q, D))
+            else:
+                tl.atomic_add(DQ + (batch * N + offs_q[:, None]).to(tl.int64) * D + offs_d[None, :], dq, sem="relaxed")
     return dk, dv
 
 
@@ -75,6 +81,8 @@ def hdkdv(
     desc_v = tl.make_tensor_descriptor(V, [B, N, D], [N * D, D, 1], [1, BLOCK_K, D])
     desc_dk = tl.make_tensor_descriptor(dK, [B, N, D], [N * D, D, 1], [1, BLOCK_K, D])
     desc_dv = tl.make_tensor_descriptor(dV, [B, N, D], [N * D, D, 1], [1, BLOCK_K, D])
+    if ATOMIC_DQ == 2:
+        DQ = tl.make_tensor_descriptor(DQ, [B, N, D], [N * D, D, 1], [1, BLOCK_Q, D])
     k_start = tl.program_id(0) * BLOCK_K
     batch = tl.program_id(1)
     offs_k = k_start + tl.arange(0, BLOCK_K)
