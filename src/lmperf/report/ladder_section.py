@@ -119,7 +119,6 @@ def roofline_sentences(top: pd.Series, kernels: pd.DataFrame | None = None) -> l
     if not top["matmul_tflops"] == top["matmul_tflops"]:  # NaN: no GPU rates measured
         return []
     flop_ms = top["model_tflop_per_step"] / top["matmul_tflops"] * 1e3
-    optimizer_ms = ADAMW_BYTES_PER_PARAM * top["params"] / (top["hbm_gbps"] * 1e9) * 1e3
     if kernels is not None and len(kernels):
         mine = kernels[(kernels["status"] == "ok") & (kernels["rung"] == top["rung"])]
         matmul_ms = mine.loc[mine["category"].isin(MATMUL_CATEGORIES), "ms_per_step"].sum()
@@ -132,6 +131,7 @@ def roofline_sentences(top: pd.Series, kernels: pd.DataFrame | None = None) -> l
                 "The benchmark's rate is not this GPU's ceiling inside the step (on the reference H100, matmuls "
                 "back to back run at its power limit: notes/ladder-power.md)."
             ]
+    optimizer_ms = top["optimizer_bound_ms"]  # 28 B/param at the measured HBM bandwidth (the study's column)
     roofline_ms = flop_ms + optimizer_ms
     return [
         f"- Roofline: {num(flop_ms, 1)} ms of FLOPs at the measured bf16 matmul rate "
