@@ -6,8 +6,10 @@ import time
 import pandas as pd
 import torch
 
-from lmperf.measure.power import hold, nvidia_smi_id, sampled
-from lmperf.report.ladder_section import power_sentences
+from lmperf.measure.power import Samples, hold, nvidia_smi_id, sampled
+from lmperf.measure.timing import Timings
+from lmperf.report.ladder_section import power_sentences, turn_sentences
+from lmperf.studies.ladder import Turn, pooled, turn_columns
 
 STAND_IN = """#!/usr/bin/env bash
 # nvidia-smi as the sampler calls it: -i ID --query-gpu=... --format=... -lms MS
@@ -68,3 +70,34 @@ def test_hold_runs_the_step_until_the_time_is_spent():
     assert hold(lambda: ran.append(time.sleep(0.01)), torch.device("cpu"), seconds=0.1) == len(ran)
     assert 5 <= len(ran) <= 11
     assert hold(lambda: ran.append(None), torch.device("cpu"), seconds=0) == 1  # at least once
+
+
+def test_turns_pool_into_one_measurement_and_keep_each_turn():
+    first = Turn(Timings(host_s=[0.200, 0.202], warmup_s=[1.0]), Samples(rows=[(1650.0, 687.0, 700.0)]), 25)
+    second = Turn(Timings(host_s=[0.176, 0.177, 0.178]), Samples(rows=[(1980.0, 460.0, 700.0)] * 2), 29)
+    timings, clocks = pooled([first, second])
+    assert timings.host_s == [0.200, 0.202, 0.176, 0.177, 0.178] and timings.warmup_s == [1.0]
+    assert clocks.columns("")["gpu_samples"] == 3 and clocks.columns("")["sm_clock_mhz"] == 1980.0
+    columns = turn_columns([first, second])
+    assert columns["replay_turns"] == 2 and columns["replay_settle_steps"] == 54
+    assert columns["replay_turn_ms"] == "201.0000;177.0000"
+    assert (columns["replay_turn_sm_clock_mhz"], columns["replay_turn_power_w"]) == ("1650;1980", "687;460")
+
+
+def test_the_ladder_compares_graphed_rungs_turn_by_turn():
+    ran = pd.DataFrame(
+        {
+            "rung": ["fused_adamw", "cuda_graph", "bf16_weights"],
+            "on_ladder": [True, True, True],
+            "replay_turns": [1, 2, 2],
+            "replay_turn_ms": ["176.2", "176.0;201.0", "166.0;190.0"],
+            "replay_turn_sm_clock_mhz": ["1980", "1980;1650", "1965;1620"],
+            "replay_turn_power_w": ["460", "460;687", "520;687"],
+        }
+    )
+    spread, step = turn_sentences(ran)
+    assert "`cuda_graph` 176.0 / 201.0 ms (1980 / 1650 MHz, 460 / 687 W)" in spread
+    assert "fused_adamw" not in spread  # one turn: nothing to compare
+    assert "Largest spread between one rung's turns: 14.5% (`bf16_weights`)" in spread
+    assert step == "- `bf16_weights` over `cuda_graph`, turn by turn: 1.06×, 1.06×."
+    assert turn_sentences(ran.drop(columns=["replay_turns"])) == []

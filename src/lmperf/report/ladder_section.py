@@ -99,6 +99,7 @@ def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) ->
     if not ladder.empty:
         out += roofline_sentences(ladder.iloc[-1], kernels)
     out += power_sentences(ran)
+    out += turn_sentences(ran)
     out += loss_check_sentences(ran)
     return out
 
@@ -164,6 +165,38 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
     settle = sampled["replay_settle_s"].max() if "replay_settle_s" in sampled else float("nan")
     held = f" Each replay ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
     return [f"- {heading}: {each}. {verdict}.{held}"]
+
+
+def turn_sentences(ran: pd.DataFrame) -> list[str]:
+    """The graphed rungs' turns (A B C A B C): each turn's median, clock and power, how far one rung's
+    turns lie apart, and each ladder step turn by turn. The GPU's power state can change within a
+    run (notes/ladder-power.md); a rung's saving that holds in every turn does not come from when it
+    ran."""
+    turned = ran[ran["replay_turns"] > 1] if "replay_turns" in ran else ran.iloc[:0]
+    if turned.empty:
+        return []
+    medians = {r.rung: split_ms(r.replay_turn_ms) for r in turned.itertuples()}
+
+    def per_turn(cell) -> str:
+        return " / ".join(str(cell).split(";"))
+
+    each = "; ".join(
+        f"`{r.rung}` {' / '.join(num(m, 1) for m in medians[r.rung])} ms "
+        f"({per_turn(r.replay_turn_sm_clock_mhz)} MHz, {per_turn(r.replay_turn_power_w)} W)"
+        for r in turned.itertuples()
+    )
+    spread = {name: max(ms) / min(ms) - 1 for name, ms in medians.items()}
+    worst = max(spread, key=spread.get)
+    out = [
+        f"- The graphed rungs replayed in {int(turned['replay_turns'].max())} turns, one after another "
+        f"(A B C A B C); per turn: {each}. Largest spread between one rung's turns: {pct(spread[worst], 1)} "
+        f"(`{worst}`)."
+    ]
+    steps = turned[turned["on_ladder"].astype(bool)]["rung"].tolist()
+    for before, after in zip(steps, steps[1:]):
+        gains = [a / b for a, b in zip(medians[before], medians[after])]
+        out.append(f"- `{after}` over `{before}`, turn by turn: {', '.join(ratio(g) for g in gains)}.")
+    return out
 
 
 LOSS_TOLERANCE = 0.02  # of the loss drop: how far bf16 rounding may move 20 steps' training

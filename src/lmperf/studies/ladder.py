@@ -5,7 +5,8 @@ ladder: torch's fused AdamW in place of ours, and the "torch stack" a user gets 
 (whole-model torch.compile, SDPA, torch's fused AdamW), the anchor. All rungs of one (size,
 context) point run in one process, on one model, launched interleaved A B C ...
 (``lmperf.measure.timing``), then each replayed as a CUDA graph, one rung at a time (graphs of
-two 2.7B steps do not fit beside each other), with the e2e harness's statistics.
+two 2.7B steps do not fit beside each other), the graphed rungs in ``REPLAY_ROUNDS`` turns
+(A B C A B C), with the e2e harness's statistics.
 
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
 ``torch.compiler.set_stance("force_eager")``; the torch stack calls a whole-model compile of the
@@ -40,8 +41,10 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
-from lmperf.measure.power import hold, nvidia_smi_id, sampled
+from lmperf.measure.power import Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.rows import write_rows
+from lmperf.measure.stats import join_ms
+from lmperf.measure.timing import Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
@@ -96,6 +99,8 @@ RUNGS = (
         on_ladder=False,
     ),
 )
+
+REPLAY_ROUNDS = 2  # turns each graphed rung takes at its replay, A B C A B C
 
 PHASES = {"forward": "forward_ms", "backward": "backward_ms", "optimizer step": "optimizer_ms"}  # make_step's names
 
@@ -389,10 +394,17 @@ def run_ladder(
     # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other. Each
     # replay first runs ``settle_seconds`` untimed, into the power state of steady training; the SM
     # clock and power are sampled while it is timed: at the power limit they set the GEMMs' speed.
+    # The launched rungs' replays come first, once; then the graphed rungs take turns, A B C A B C:
+    # the GPU's power state can change within a run, and turns give each rung a share of each state
+    # (notes/ladder-power.md). The kernel profile and the loss check run in the last turn, after its
+    # timing, so the first turn is timed before any profiler has run in the process.
     gpu = nvidia_smi_id(device)
     replayed = {}  # a graphed rung's kernels, profiled in its replay
-    for r in live:
-        if rows[r.name]["status"] != "ok" or not (r.graphed or device.type == "cuda"):
+    turns = {}  # rung name: what each of its replays measured
+    launched_replays = [(r, True) for r in live if not r.graphed and device.type == "cuda"]
+    graphed_turns = [(r, k == REPLAY_ROUNDS - 1) for k in range(REPLAY_ROUNDS) for r in live if r.graphed]
+    for r, last in launched_replays + graphed_turns:
+        if rows[r.name]["status"] != "ok":
             continue
         ladder.before(r.name)
         try:
@@ -407,20 +419,27 @@ def run_ladder(
         held = hold(replay, device, settle_seconds)
         with sampled(gpu) as clocks:
             timings = measure({r.name: replay}, device, 1, budget)[r.name]
-        rows[r.name].update(clocks.columns("replay_"), replay_settle_s=settle_seconds, replay_settle_steps=held)
         if timings.error is not None:
             rows[r.name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
         else:
-            if r.graphed:  # the rung is its replay: launched and graphed are one measurement
-                rows[r.name].update(launched_columns(timings, budget))
+            turns.setdefault(r.name, []).append(Turn(timings, clocks, held))
+            print(f"{r.name:>18} replayed {1e3 * statistics.median(timings.host_s):9.2f} ms", flush=True)
+            if last and r.graphed:
                 if kernels_out:
                     replayed[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
                 check(r, replay)
-            rows[r.name].update(graphed_columns(timings, rows[r.name]["median_ms"], budget))
-            print(f"{r.name:>18} graphed  {rows[r.name]['graphed_median_ms']:9.2f} ms", flush=True)
         del replay
         ladder.drop_grads()
         ladder.drop_bf16()
+    for name, measured in turns.items():
+        if rows[name]["status"] != "ok":
+            continue
+        timings, clocks = pooled(measured)
+        rows[name].update(clocks.columns("replay_"), replay_settle_s=settle_seconds, **turn_columns(measured))
+        if ladder.rungs[name].graphed:  # the rung is its replay: launched and graphed are one measurement
+            rows[name].update(launched_columns(timings, budget))
+        rows[name].update(graphed_columns(timings, rows[name]["median_ms"], budget))
+        print(f"{name:>18} graphed  {rows[name]['graphed_median_ms']:9.2f} ms", flush=True)
     for r in live:
         if rows[r.name]["status"] == "ok" and not r.graphed:
             check(r, ladder.step(r))
@@ -482,6 +501,39 @@ def kernel_times(step, device: torch.device, steps: int = 3) -> pd.DataFrame:
             "ms_per_step": table["sum"] / steps / 1e3,
         }
     ).sort_values("ms_per_step", ascending=False)
+
+
+@dataclass
+class Turn:
+    """One replay of a rung: its timed steps, the GPU's clock and power meanwhile, and the untimed
+    steps before them."""
+
+    timings: Timings
+    clocks: Samples
+    settle_steps: int
+
+
+def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
+    """A rung's turns as one measurement: every timed step and every clock sample, in turn order."""
+    timings = Timings(
+        host_s=[t for turn in turns for t in turn.timings.host_s],
+        event_s=[t for turn in turns for t in turn.timings.event_s],
+        warmup_s=turns[0].timings.warmup_s,
+    )
+    clocks = Samples(rows=[row for turn in turns for row in turn.clocks.rows], reason=turns[0].clocks.reason)
+    return timings, clocks
+
+
+def turn_columns(turns: list[Turn]) -> dict:
+    """Each turn's median step, SM clock and power, ';'-separated, to show whether the turns agree."""
+    clocks = [turn.clocks.columns("") for turn in turns]
+    return {
+        "replay_turns": len(turns),
+        "replay_turn_ms": join_ms([statistics.median(turn.timings.host_s) for turn in turns]),
+        "replay_turn_sm_clock_mhz": ";".join(f"{c['sm_clock_mhz']:.0f}" for c in clocks),
+        "replay_turn_power_w": ";".join(f"{c['power_w']:.0f}" for c in clocks),
+        "replay_settle_steps": sum(turn.settle_steps for turn in turns),
+    }
 
 
 def rates_of(row: dict, flops: float, peak: float | None, tokens: int, params: int) -> dict:
