@@ -432,3 +432,47 @@ def test_ladder_hold_slice_is_rendered_and_says_what_its_two_runs_show():
     assert f"take {gemm['in_backward']:.1f} ms per step against {gemm['cuda_graph']:.1f} ms" in readme
     assert f"`cuda_graph` reaches {100 * cg['mfu']:.2f}% MFU ({cg['mfu']:.4f} in the CSV)" in readme
     assert cg["mfu"] < 0.5 and now.loc["torch_stack", "median_ms"] / cg["median_ms"] < 1.1  # the bars: not met
+
+
+LADDER_TURNS = REFERENCE / "ladder-turns"
+
+
+def test_ladder_turns_slice_is_rendered_and_its_claims_are_the_csvs():
+    """The 2.7B ladder point with its graphed rungs in two turns: the section re-rendered, and the
+    README's numbers recomputed: one rung's turns in two states of the GPU (full clock, and the
+    power limit), the gain of bf16 weights in the turn where both rungs ran at full clock, and the
+    bars met there but not by the pooled median, which is why they are not claimed."""
+    from lmperf.measure.stats import split_ms
+    from lmperf.report import ladder_section
+
+    ladder, kernels = render.read(LADDER_TURNS / "ladder.csv"), render.read(LADDER_TURNS / "ladder_kernels.csv")
+    earlier = render.read(LADDER_TURNS / "ladder-152631d97a59.csv")
+    assert set(ladder["commit"]) == set(kernels["commit"]) == {"0c3c0bae720e"}
+    assert set(earlier["commit"]) == {"152631d97a59"} and "replay_turns" not in earlier
+    assert_rendered(LADDER_TURNS, ladder_section.render(ladder, kernels))
+
+    readme = " ".join((LADDER_TURNS / "README.md").read_text().split())
+    rows = ladder.set_index("rung")
+    turn = {r: split_ms(rows.loc[r, "replay_turn_ms"]) for r in ("cuda_graph", "bf16_weights", "in_backward")}
+    watts = {r: split_ms(rows.loc[r, "replay_turn_power_w"]) for r in turn}
+    for r, (first, second) in turn.items():
+        assert f"`{r}` {first:.1f} / {second:.1f} ms" in readme
+    assert watts["bf16_weights"][1] >= 0.95 * 700 > 0.65 * 700 > watts["bf16_weights"][0]  # two states
+    assert max(watts["cuda_graph"]) < 0.65 * 700  # its turns both ran before the first profile
+    cg, bw = turn["cuda_graph"], turn["bf16_weights"]
+    assert f"is {cg[0] / bw[0]:.2f}× in turn 1" in readme and cg[0] / bw[0] > 1.05 > 1 > cg[1] / bw[1]
+
+    top, anchor = rows.loc["bf16_weights"], rows.loc["torch_stack"]
+    mfu = top["model_tflop_per_step"] / (bw[0] / 1e3) / top["peak_tflops"]
+    launched, replayed = anchor["median_ms"] / bw[0], anchor["graphed_median_ms"] / bw[0]
+    assert mfu >= 0.5 and launched >= 1.1 and replayed < 1.1  # the bars, in turn 1
+    assert f"{100 * mfu:.1f}% MFU, {launched:.2f}× the torch stack launched" in readme
+    assert f"and {replayed:.2f}× the torch stack replayed" in readme
+    assert top["mfu"] < 0.5 and f"its median is {top['median_ms']:.1f} ms, {100 * top['mfu']:.1f}% MFU" in readme
+    assert "**The bars are met in one state of the GPU and not in the other, so they are not claimed**" in readme
+
+    before = earlier[(earlier["size"] == "2.7B") & (earlier["context_length"] == 1024)].set_index("rung")
+    after_profile = before.loc[["bf16_weights", "in_backward", "torch_fused_adamw", "torch_stack"], "replay_power_w"]
+    assert f"ran at {after_profile.min():.0f}–{after_profile.max():.0f} W" in readme
+    assert after_profile.min() > 1.3 * before.loc["cuda_graph", "replay_power_w"]
+    assert f"yet took {before.loc['torch_fused_adamw', 'graphed_median_ms']:.1f} ms" in readme

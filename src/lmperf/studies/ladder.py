@@ -80,8 +80,8 @@ RUNGS = (
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
     Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
-    # Beside the ladder: overlapping the update with the backward put the 2.7B replay at the 700 W
-    # limit, its GEMMs 23% slower (H100, 3b4b41827127; notes/ladder-power.md).
+    # Beside the ladder: the update overlapped with the backward. At 2.7B, context 1024 it beat
+    # cuda_graph by 1.02x where both replayed at full clock (H100, 0c3c0bae720e; notes/ladder-power.md).
     Rung(
         "in_backward",
         "rung cuda_graph with each parameter's AdamW inside the backward (side stream)",
