@@ -1,13 +1,20 @@
-"""Does the replayed step's power follow the training it does? (notes/ladder-power.md)
+"""What moves the replayed step between the GPU's two power states? (notes/ladder-power.md)
 
 The same `cuda_graph` replay read 460 W at 1980 MHz in the ladder study and 687 W at 1640 MHz in
-ladder_order.py. Each replay is a real train step on one fixed batch, so the data the GEMMs see
-drifts as the model fits that batch. Here one graph replays in blocks of BLOCK steps, each timed and
-sampled: first from the initial weights, then on a fresh random batch (tokens replaced in place),
-then back at the initial weights (``Ladder.reset``). The loss (the ladder's fp32 yardstick) is taken
-after each block.
+ladder_order.py. Here one graph replays in timed, sampled blocks of BLOCK steps, between actions
+named on the command line, in order:
 
-    PYTHONPATH=src python notes/ladder_drift.py 2.7B 1024 > drift.log
+    blocks:N   N blocks of BLOCK replays, each timed (CUDA events) and sampled (nvidia-smi)
+    fresh      a fresh random batch, in place (the model has not fit it)
+    reset      the initial weights and an empty AdamW state (``Ladder.reset``)
+    profile    torch.profiler over 3 replays, as the ladder's kernel table takes them
+    check      the ladder's loss check: reset, 20 replays, one fp32 eager forward
+    launched   (first only, before the capture) 20 launched steps of the same rung's step
+
+Each block prints its median step, SM clock, power, temperature, clock-event reasons and the loss
+after it. The run at 6a65df91d737 was ``blocks:12 fresh blocks:4 reset blocks:4``.
+
+    PYTHONPATH=src python notes/ladder_drift.py 2.7B 1024 launched blocks:3 profile blocks:3 check blocks:3
 """
 
 import statistics
@@ -18,22 +25,29 @@ import torch
 
 from lmperf.measure import capture_graph
 from lmperf.measure.power import nvidia_smi_id
-from lmperf.studies.ladder import RUNGS, Ladder
+from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 
-size, context = sys.argv[1], int(sys.argv[2])
+size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 BLOCK = 25
-FIELDS = "clocks.sm,power.draw,temperature.gpu"
-PHASES = (("initial weights", 12), ("fresh batch", 4), ("reset weights", 4))
+FIELDS = "clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
 
 device = torch.device("cuda")
 rung = next(r for r in RUNGS if r.name == "cuda_graph")
 ladder = Ladder(size, context, 4, device, [rung])
 gpu = nvidia_smi_id(device)
 ladder.before(rung.name)
+if actions[:1] == ["launched"]:
+    step = ladder.step(rung)
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    del step
+    ladder.drop_grads()
+    actions = actions[1:]
 replay = capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
 
 
-def block() -> tuple[float, list[float]]:
+def block() -> tuple[float, list[float], str]:
     smi = subprocess.Popen(
         ["nvidia-smi", "-i", gpu, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", "100"],
         stdout=subprocess.PIPE,
@@ -46,22 +60,36 @@ def block() -> tuple[float, list[float]]:
         e.record()
     torch.cuda.synchronize()
     smi.terminate()
-    rows = [line.split(", ") for line in smi.communicate()[0].splitlines() if line.count(",") == 2]
+    rows = [line.split(", ") for line in smi.communicate()[0].splitlines() if line.count(",") == 3]
     ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
-    return ms, [statistics.median(float(row[i]) for row in rows) for i in range(3)]
+    reasons = "/".join(sorted({row[3] for row in rows}))
+    return ms, [statistics.median(float(row[i]) for row in rows) for i in range(3)], reasons
 
 
-print("phase block steps median_ms sm_mhz power_w temp_c loss_after", flush=True)
-steps = 0
-for phase, blocks in PHASES:
-    if phase == "fresh batch":
+print("after block steps median_ms sm_mhz power_w temp_c reasons loss_after", flush=True)
+steps, last = 0, "start"
+for action in actions:
+    if action.startswith("blocks:"):
+        for b in range(int(action.split(":")[1])):
+            ms, (mhz, watts, temp), reasons = block()
+            steps += BLOCK
+            loss = ladder.loss()
+            ladder.before(rung.name)
+            print(last, b, steps, f"{ms:.2f}", mhz, watts, temp, reasons, f"{loss:.3f}", flush=True)
+        continue
+    if action == "fresh":
         ladder.tokens.copy_(torch.randint_like(ladder.tokens, ladder.model.cfg.vocab_size))
         ladder.targets.copy_(torch.randint_like(ladder.targets, ladder.model.cfg.vocab_size))
-    if phase == "reset weights":
+    elif action == "reset":
         ladder.reset()
-    for b in range(blocks):
-        ms, (mhz, watts, temp) = block()
-        steps += BLOCK
-        loss = ladder.loss()
+    elif action == "profile":
+        kernel_times(replay, device)
+    elif action == "check":
+        ladder.reset()
+        for _ in range(20):
+            replay()
+        ladder.loss()
         ladder.before(rung.name)
-        print(phase.replace(" ", "_"), b, steps, f"{ms:.2f}", mhz, watts, temp, f"{loss:.3f}", flush=True)
+    else:
+        raise SystemExit(f"unknown action {action!r}: see the docstring")
+    last = action

@@ -280,3 +280,48 @@ def test_adamw_inside_the_backward_is_the_same_step_and_leaves_other_steps_alone
     assert all(torch.equal(p, q) for p, q in zip(before, ladder.model.parameters()))
     inside.remove()
     assert all(not p._post_accumulate_grad_hooks for p in ladder.model.parameters())
+
+
+def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(monkeypatch, tmp_path):
+    """The replay order on a CPU, with a stand-in capture (the launched step as its own "replay"):
+    each graphed rung takes REPLAY_ROUNDS turns, A B A B, and no kernel profile or loss check runs
+    before the last turn is timed (a profile was followed by the power limit, notes/ladder-power.md)."""
+    from lmperf.measure import Budget
+    from lmperf.studies import ladder as study
+
+    events = []
+    measure = study.measure
+
+    def timed(steps, *args, **kwargs):
+        events.append(("time", *steps))
+        return measure(steps, *args, **kwargs)
+
+    def profiled(replay, device):
+        events.append(("profile",))
+        return pd.DataFrame({"kernel": ["k"], "category": ["gemm"], "calls_per_step": [1.0], "ms_per_step": [1.0]})
+
+    monkeypatch.setattr(Rung, "gpu_only", property(lambda self: ""))
+    monkeypatch.setattr(study, "capture_graph", lambda step, device, after_warmup: step)
+    monkeypatch.setattr(study, "measure", timed)
+    monkeypatch.setattr(study, "kernel_times", profiled)
+    reset = study.Ladder.reset
+    monkeypatch.setattr(study.Ladder, "reset", lambda self: events.append(("check",)) or reset(self))
+    rungs = [
+        Rung("a", "launched", "fp32", "eager", "naive", "lmperf"),
+        Rung("b", "graphed", "fp32", "eager", "naive", "lmperf", graphed=True),
+        Rung("c", "graphed too", "fp32", "eager", "naive", "lmperf", graphed=True),
+    ]
+    budget = Budget(min_steps=2, rel_halfwidth=0.5, max_seconds=0.2)
+    rows = study.run_ladder("nano", 16, 2, torch.device("cpu"), 1, budget, 2, rungs, str(tmp_path / "k.csv"))
+    rows = {row["rung"]: row for row in rows}
+
+    replays = [i for i, e in enumerate(events) if e[0] == "time" and e[1] != "a"]
+    assert [events[i][1] for i in replays] == ["b", "c"] * study.REPLAY_ROUNDS
+    while_timed = events[replays[0] : replays[-1]]
+    assert ("profile",) not in while_timed and ("check",) not in while_timed
+    assert events[replays[-1] :].count(("profile",)) == 2 and events[replays[-1] :].count(("check",)) == 3
+    for name in ("b", "c"):
+        assert rows[name]["replay_turns"] == study.REPLAY_ROUNDS and rows[name]["status"] == "ok"
+        assert len(rows[name]["replay_turn_ms"].split(";")) == study.REPLAY_ROUNDS
+        assert rows[name]["loss_after_check"] < rows[name]["initial_loss"]
+    assert "replay_turns" not in rows["a"]  # a launched rung replays only on a GPU

@@ -14,8 +14,10 @@ from lmperf.studies.ladder import Turn, pooled, turn_columns
 STAND_IN = """#!/usr/bin/env bash
 # nvidia-smi as the sampler calls it: -i ID --query-gpu=... --format=... -lms MS
 [[ $2 == GPU-test ]] || { echo "No devices were found"; exit 6; }
-echo "1380, [N/A], 700.00"
-while true; do echo "1380, 698.50, 700.00"; echo "1600, 690.25, 700.00"; sleep 0.05; done
+echo "1380, [N/A], 700.00, 60, 0x0000000000000004"
+while true; do
+    echo "1380, 698.50, 700.00, 61, 0x0000000000000004"; echo "1600, 690.25, 700.00, 63, 0x0000000000000000"; sleep 0.05
+done
 """
 
 
@@ -34,6 +36,7 @@ def test_samples_while_the_block_runs_and_stops_the_sampler(tmp_path, monkeypatc
     assert columns["replay_gpu_samples"] >= 4 and columns["replay_gpu_samples"] % 2 == 0  # the [N/A] line is dropped
     assert 1380 <= columns["replay_sm_clock_mhz"] <= 1600 and columns["replay_power_limit_w"] == 700
     assert 690.25 <= columns["replay_power_w"] <= 698.5 and columns["replay_gpu_note"] == ""
+    assert 61 <= columns["replay_temperature_c"] <= 63 and columns["replay_clock_event_reasons"] == "0x4"
 
 
 def test_no_sample_is_nan_with_the_reason(tmp_path, monkeypatch):
@@ -73,15 +76,17 @@ def test_hold_runs_the_step_until_the_time_is_spent():
 
 
 def test_turns_pool_into_one_measurement_and_keep_each_turn():
-    first = Turn(Timings(host_s=[0.200, 0.202], warmup_s=[1.0]), Samples(rows=[(1650.0, 687.0, 700.0)]), 25)
-    second = Turn(Timings(host_s=[0.176, 0.177, 0.178]), Samples(rows=[(1980.0, 460.0, 700.0)] * 2), 29)
+    first = Turn(Timings(host_s=[0.200, 0.202], warmup_s=[1.0]), Samples(rows=[(1650.0, 687.0, 700.0, 60.0, 4)]), 25)
+    second = Turn(Timings(host_s=[0.176, 0.177, 0.178]), Samples(rows=[(1980.0, 460.0, 700.0, 55.0, 0)] * 2), 29)
     timings, clocks = pooled([first, second])
     assert timings.host_s == [0.200, 0.202, 0.176, 0.177, 0.178] and timings.warmup_s == [1.0]
     assert clocks.columns("")["gpu_samples"] == 3 and clocks.columns("")["sm_clock_mhz"] == 1980.0
+    assert clocks.columns("")["clock_event_reasons"] == "0x4"  # seen in one sample of the pooled turns
     columns = turn_columns([first, second])
     assert columns["replay_turns"] == 2 and columns["replay_settle_steps"] == 54
     assert columns["replay_turn_ms"] == "201.0000;177.0000"
     assert (columns["replay_turn_sm_clock_mhz"], columns["replay_turn_power_w"]) == ("1650;1980", "687;460")
+    assert (columns["replay_turn_temperature_c"], columns["replay_turn_clock_event_reasons"]) == ("60;55", "0x4;0x0")
 
 
 def test_the_ladder_compares_graphed_rungs_turn_by_turn():

@@ -23,8 +23,9 @@ import torch
 
 from lmperf.measure.timing import synchronize
 
-QUERY = ("clocks.sm", "power.draw", "power.limit")
-COLUMNS = ("sm_clock_mhz", "power_w", "power_limit_w")  # QUERY's fields, as the rows name them
+QUERY = ("clocks.sm", "power.draw", "power.limit", "temperature.gpu", "clocks_event_reasons.active")
+COLUMNS = ("sm_clock_mhz", "power_w", "power_limit_w", "temperature_c")  # QUERY's numeric fields, as rows name them
+REASONS = "clock_event_reasons"  # the last field: a bit mask (0x4: software power cap; 0x20, 0x40: thermal)
 INTERVAL_MS = 100
 
 
@@ -53,27 +54,34 @@ def hold(step: Callable[[], object], device: torch.device, seconds: float) -> in
 
 @dataclass
 class Samples:
-    """Median SM clock (MHz), power draw and power limit (W) over the samples; ``reason`` when there are none."""
+    """Median SM clock (MHz), power draw and limit (W) and temperature (°C) over the samples, and the
+    clock-event reasons seen; ``reason`` when there are none."""
 
-    rows: list[tuple[float, ...]] = field(default_factory=list)
+    rows: list[tuple[float, ...]] = field(default_factory=list)  # COLUMNS' values, then the reasons' mask
     reason: str = ""
 
     def parse(self, text: str) -> None:
         for line in text.splitlines():
-            try:
-                values = tuple(float(v) for v in line.split(","))
-            except ValueError:  # "[N/A]", or a line cut short when the sampler was stopped
+            fields = line.split(",")
+            if len(fields) != len(QUERY):  # a line cut short when the sampler was stopped
                 continue
-            if len(values) == len(QUERY):
-                self.rows.append(values)
+            try:
+                self.rows.append((*(float(v) for v in fields[:-1]), int(fields[-1], 16)))
+            except ValueError:  # "[N/A]"
+                continue
         if not self.rows and not self.reason:
             said = text.strip().splitlines()[0] if text.strip() else f"none in the block (one every {INTERVAL_MS} ms)"
             self.reason = f"nvidia-smi gave no sample: {said}"
 
     def columns(self, prefix: str) -> dict:
-        medians = [statistics.median(values) for values in zip(*self.rows)] or [float("nan")] * len(COLUMNS)
+        """Each numeric field's median, and every clock-event reason seen in any sample (OR of the masks)."""
+        fields = list(zip(*self.rows)) or [[float("nan")]] * len(COLUMNS) + [[]]
+        seen = 0
+        for mask in fields[-1]:
+            seen |= mask
         return {
-            **{prefix + name: value for name, value in zip(COLUMNS, medians, strict=True)},
+            **{prefix + name: statistics.median(values) for name, values in zip(COLUMNS, fields[:-1], strict=True)},
+            prefix + REASONS: hex(seen) if self.rows else "",
             prefix + "gpu_samples": len(self.rows),
             prefix + "gpu_note": self.reason,
         }

@@ -395,26 +395,34 @@ def run_ladder(
     # replay first runs ``settle_seconds`` untimed, into the power state of steady training; the SM
     # clock and power are sampled while it is timed: at the power limit they set the GEMMs' speed.
     # The launched rungs' replays come first, once; then the graphed rungs take turns, A B C A B C:
-    # the GPU's power state can change within a run, and turns give each rung a share of each state
-    # (notes/ladder-power.md). The kernel profile and the loss check run in the last turn, after its
-    # timing, so the first turn is timed before any profiler has run in the process.
+    # the GPU's power state can change within a run, and turns give each rung a share of each state.
+    # Every replay is timed before any kernel profile or loss check runs in the process: in the run
+    # at 0c3c0bae720e, the replays after the first of them ran at the power limit (notes/ladder-power.md).
     gpu = nvidia_smi_id(device)
-    replayed = {}  # a graphed rung's kernels, profiled in its replay
     turns = {}  # rung name: what each of its replays measured
-    launched_replays = [(r, True) for r in live if not r.graphed and device.type == "cuda"]
-    graphed_turns = [(r, k == REPLAY_ROUNDS - 1) for k in range(REPLAY_ROUNDS) for r in live if r.graphed]
-    for r, last in launched_replays + graphed_turns:
-        if rows[r.name]["status"] != "ok":
-            continue
+
+    def captured(r: Rung):
+        """``r``'s step as a CUDA graph, or None with the reason in its row (a graphed rung then did not run)."""
         ladder.before(r.name)
         try:
-            replay = capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
+            return capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
         except GraphUnavailable as reason:
             rows[r.name].update(
                 note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
             )
             print(f"{r.name:>18} {reason}", flush=True)
             ladder.drop_bf16()
+            return None
+
+    def release() -> None:
+        """After ``del`` of the replay: its pool and the bf16 copies go back before the next capture."""
+        ladder.drop_grads()
+        ladder.drop_bf16()
+
+    launched_replays = [r for r in live if not r.graphed and device.type == "cuda"]
+    graphed = [r for r in live if r.graphed]
+    for r in launched_replays + graphed * REPLAY_ROUNDS:
+        if rows[r.name]["status"] != "ok" or (replay := captured(r)) is None:
             continue
         held = hold(replay, device, settle_seconds)
         with sampled(gpu) as clocks:
@@ -424,13 +432,17 @@ def run_ladder(
         else:
             turns.setdefault(r.name, []).append(Turn(timings, clocks, held))
             print(f"{r.name:>18} replayed {1e3 * statistics.median(timings.host_s):9.2f} ms", flush=True)
-            if last and r.graphed:
-                if kernels_out:
-                    replayed[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
-                check(r, replay)
         del replay
-        ladder.drop_grads()
-        ladder.drop_bf16()
+        release()
+    replayed = {}  # a graphed rung's kernels, profiled in its replay
+    for r in graphed:
+        if rows[r.name]["status"] != "ok" or (replay := captured(r)) is None:
+            continue
+        if kernels_out:
+            replayed[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
+        check(r, replay)
+        del replay
+        release()
     for name, measured in turns.items():
         if rows[name]["status"] != "ok":
             continue
@@ -525,13 +537,16 @@ def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
 
 
 def turn_columns(turns: list[Turn]) -> dict:
-    """Each turn's median step, SM clock and power, ';'-separated, to show whether the turns agree."""
+    """Each turn's median step, SM clock, power, temperature and clock-event reasons, ';'-separated:
+    whether the turns agree, and if not, what held the clock down."""
     clocks = [turn.clocks.columns("") for turn in turns]
     return {
         "replay_turns": len(turns),
         "replay_turn_ms": join_ms([statistics.median(turn.timings.host_s) for turn in turns]),
         "replay_turn_sm_clock_mhz": ";".join(f"{c['sm_clock_mhz']:.0f}" for c in clocks),
         "replay_turn_power_w": ";".join(f"{c['power_w']:.0f}" for c in clocks),
+        "replay_turn_temperature_c": ";".join(f"{c['temperature_c']:.0f}" for c in clocks),
+        "replay_turn_clock_event_reasons": ";".join(c["clock_event_reasons"] for c in clocks),
         "replay_settle_steps": sum(turn.settle_steps for turn in turns),
     }
 
