@@ -106,3 +106,24 @@ def test_the_ladder_compares_graphed_rungs_turn_by_turn():
     assert "Largest spread between one rung's turns: 14.5% (`bf16_weights`)" in spread
     assert step == "- `bf16_weights` over `cuda_graph`, turn by turn: 1.06×, 1.06×."
     assert turn_sentences(ran.drop(columns=["replay_turns"])) == []
+
+
+def test_the_power_limit_is_read_from_the_clock_event_reasons_or_the_hottest_turn():
+    ran = pd.DataFrame(
+        {
+            "rung": ["fused_adamw", "cuda_graph", "bf16_weights"],
+            "replay_sm_clock_mhz": [1980.0, 1980.0, 1810.0],
+            "replay_power_w": [460.0, 436.0, 520.0],
+            "replay_power_limit_w": [700.0, 700.0, 700.0],
+            "replay_turns": [1, 2, 2],
+            "replay_turn_power_w": ["460", "435;438", "416;690"],
+        }
+    )
+    (sentence,) = power_sentences(ran)  # a pooled 520 W hides a turn at 690 W
+    assert "pooled over each rung's turns" in sentence
+    assert "1 of 3 replays ran at the power limit (≥ 97% of it) in any turn" in sentence
+    (sentence,) = power_sentences(ran.assign(replay_clock_event_reasons=["0x0", "0x0", "0x24"]))
+    assert (
+        "1 of 3 replays had their clock held by the power cap (reason 0x4 in a sample), 1 by a thermal limit"
+        in sentence
+    )

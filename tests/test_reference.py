@@ -459,6 +459,7 @@ def test_ladder_turns_slice_is_rendered_and_its_claims_are_the_csvs():
         assert f"`{r}` {first:.1f} / {second:.1f} ms" in readme
     assert watts["bf16_weights"][1] >= 0.95 * 700 > 0.65 * 700 > watts["bf16_weights"][0]  # two states
     assert max(watts["cuda_graph"]) < 0.65 * 700  # its turns both ran before the first profile
+    assert f"`in_backward` reached {watts['in_backward'][1]:.0f} W in its turn 2" in readme
     cg, bw = turn["cuda_graph"], turn["bf16_weights"]
     assert f"is {cg[0] / bw[0]:.2f}× in turn 1" in readme and cg[0] / bw[0] > 1.05 > 1 > cg[1] / bw[1]
 

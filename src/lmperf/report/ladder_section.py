@@ -143,11 +143,16 @@ def roofline_sentences(top: pd.Series, kernels: pd.DataFrame | None = None) -> l
 
 
 AT_THE_LIMIT = 0.97  # of the power limit: the driver lowers the SM clock to hold the board there
+POWER_CAP, THERMAL = 0x4, 0x8 | 0x20 | 0x40  # clock-event reasons: SW power cap; HW slowdown, SW and HW thermal
 
 
 def power_sentences(ran: pd.DataFrame) -> list[str]:
     """The SM clock and board power during each rung's replay (nvidia-smi's medians): at the power
-    limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md)."""
+    limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md).
+
+    Which replays the limit held: where the rows carry nvidia-smi's clock-event reasons, those that
+    saw the power cap's bit; else those whose power, in their hottest turn, came within
+    ``AT_THE_LIMIT`` of it (a pooled median hides a turn at the limit)."""
     sampled = ran[ran["replay_sm_clock_mhz"].notna()] if "replay_sm_clock_mhz" in ran else ran.iloc[:0]
     if sampled.empty:
         return []
@@ -155,13 +160,25 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
         f"`{r.rung}` {num(r.replay_sm_clock_mhz, 0)} MHz at {num(r.replay_power_w, 0)} W" for r in sampled.itertuples()
     )
     limit = sampled["replay_power_limit_w"].median()
-    capped = sampled[sampled["replay_power_w"] >= AT_THE_LIMIT * sampled["replay_power_limit_w"]]
-    verdict = (
-        f"{len(capped)} of {len(sampled)} replays ran at the power limit (≥ {pct(AT_THE_LIMIT, 0)} of it)"
-        if len(capped)
-        else "no replay reached the power limit"
+    reasons = sampled.get("replay_clock_event_reasons")
+    if reasons is not None and reasons.map(lambda v: isinstance(v, str) and v.startswith("0x")).all():
+        masks = reasons.map(lambda v: int(v, 16))
+        capped, hot = int(((masks & POWER_CAP) != 0).sum()), int(((masks & THERMAL) != 0).sum())
+        verdict = f"{capped} of {len(sampled)} replays had their clock held by the power cap (reason 0x4 in a sample)"
+        verdict += f", {hot} by a thermal limit" if hot else ""
+    else:
+        hottest = [max(split_ms(r.get("replay_turn_power_w")) or [r["replay_power_w"]]) for _, r in sampled.iterrows()]
+        capped = sum(w >= AT_THE_LIMIT * limit for w in hottest)
+        verdict = (
+            f"{capped} of {len(sampled)} replays ran at the power limit (≥ {pct(AT_THE_LIMIT, 0)} of it)"
+            if capped
+            else "no replay reached the power limit"
+        )
+        verdict += " in any turn" if "replay_turns" in sampled and (sampled["replay_turns"] > 1).any() else ""
+    pooled = (
+        ", pooled over each rung's turns" if "replay_turns" in sampled and (sampled["replay_turns"] > 1).any() else ""
     )
-    heading = f"SM clock and power in each replay (median of nvidia-smi samples, limit {num(limit, 0)} W)"
+    heading = f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(limit, 0)} W)"
     settle = sampled["replay_settle_s"].max() if "replay_settle_s" in sampled else float("nan")
     held = f" Each replay ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
     return [f"- {heading}: {each}. {verdict}.{held}"]
