@@ -18,18 +18,17 @@ after it. The run at 6a65df91d737 was ``blocks:12 fresh blocks:4 reset blocks:4`
 """
 
 import statistics
-import subprocess
 import sys
 
 import torch
 
 from lmperf.measure import capture_graph
-from lmperf.measure.power import nvidia_smi_id
+from lmperf.measure.power import nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 
 size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 BLOCK = 25
-FIELDS = "clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
+SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
 
 device = torch.device("cuda")
 rung = next(r for r in RUNGS if r.name == "cuda_graph")
@@ -47,23 +46,15 @@ if actions[:1] == ["launched"]:
 replay = capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
 
 
-def block() -> tuple[float, list[float], str]:
-    smi = subprocess.Popen(
-        ["nvidia-smi", "-i", gpu, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", "100"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def block() -> tuple[float, dict]:
     events = [torch.cuda.Event(enable_timing=True) for _ in range(BLOCK + 1)]
-    events[0].record()
-    for e in events[1:]:
-        replay()
-        e.record()
-    torch.cuda.synchronize()
-    smi.terminate()
-    rows = [line.split(", ") for line in smi.communicate()[0].splitlines() if line.count(",") == 3]
-    ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
-    reasons = "/".join(sorted({row[3] for row in rows}))
-    return ms, [statistics.median(float(row[i]) for row in rows) for i in range(3)], reasons
+    with sampled(gpu) as clocks:
+        events[0].record()
+        for e in events[1:]:
+            replay()
+            e.record()
+        torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:])), clocks.columns("")
 
 
 print("after block steps median_ms sm_mhz power_w temp_c reasons loss_after", flush=True)
@@ -71,11 +62,11 @@ steps, last = 0, "start"
 for action in actions:
     if action.startswith("blocks:"):
         for b in range(int(action.split(":")[1])):
-            ms, (mhz, watts, temp), reasons = block()
+            ms, c = block()
             steps += BLOCK
             loss = ladder.loss()
             ladder.before(rung.name)
-            print(last, b, steps, f"{ms:.2f}", mhz, watts, temp, reasons, f"{loss:.3f}", flush=True)
+            print(last, b, steps, f"{ms:.2f}", *(c[f] for f in SHOWN), f"{loss:.3f}", flush=True)
         continue
     if action == "fresh":
         ladder.tokens.copy_(torch.randint_like(ladder.tokens, ladder.model.cfg.vocab_size))

@@ -11,18 +11,17 @@ clock-event reasons every 100 ms.
 """
 
 import statistics
-import subprocess
 import sys
 
 import torch
 
 from lmperf.measure import capture_graph
-from lmperf.measure.power import hold, nvidia_smi_id
+from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder
 
 size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 STEPS = 30
-FIELDS = "clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
+SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
 
 device = torch.device("cuda")
 rungs = [r for r in RUNGS if r.name in ("cuda_graph", "bf16_weights")]
@@ -46,17 +45,10 @@ for k in range(rounds):
         ladder.before(r.name)
         replay = capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
         hold(replay, device, 5.0)
-        smi = subprocess.Popen(
-            ["nvidia-smi", "-i", gpu, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", "100"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        ms = timed(replay)
-        smi.terminate()
-        rows = [line.split(", ") for line in smi.communicate()[0].splitlines() if line.count(",") == 3]
-        med = [statistics.median(float(row[i]) for row in rows) for i in range(3)]
-        reasons = sorted({row[3] for row in rows})
-        print(k, r.name, f"{statistics.median(ms):.2f}", *med, "/".join(reasons), flush=True)
+        with sampled(gpu) as clocks:
+            ms = timed(replay)
+        c = clocks.columns("")
+        print(k, r.name, f"{statistics.median(ms):.2f}", *(c[f] for f in SHOWN), flush=True)
         del replay
         ladder.drop_grads()
         ladder.drop_bf16()

@@ -160,6 +160,7 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
         f"`{r.rung}` {num(r.replay_sm_clock_mhz, 0)} MHz at {num(r.replay_power_w, 0)} W" for r in sampled.itertuples()
     )
     limit = sampled["replay_power_limit_w"].median()
+    turned = "replay_turns" in sampled and (sampled["replay_turns"] > 1).any()
     reasons = sampled.get("replay_clock_event_reasons")
     if reasons is not None and reasons.map(lambda v: isinstance(v, str) and v.startswith("0x")).all():
         masks = reasons.map(lambda v: int(v, 16))
@@ -174,10 +175,8 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
             if capped
             else "no replay reached the power limit"
         )
-        verdict += " in any turn" if "replay_turns" in sampled and (sampled["replay_turns"] > 1).any() else ""
-    pooled = (
-        ", pooled over each rung's turns" if "replay_turns" in sampled and (sampled["replay_turns"] > 1).any() else ""
-    )
+        verdict += " in any turn" if turned else ""
+    pooled = ", pooled over each rung's turns" if turned else ""
     heading = f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(limit, 0)} W)"
     settle = sampled["replay_settle_s"].max() if "replay_settle_s" in sampled else float("nan")
     held = f" Each replay ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
