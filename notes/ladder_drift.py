@@ -9,6 +9,10 @@ named on the command line, in order:
     reset      the initial weights and an empty AdamW state (``Ladder.reset``)
     profile    torch.profiler over 3 replays, as the ladder's kernel table takes them
     check      the ladder's loss check: reset, 20 replays, one fp32 eager forward
+    state      an empty AdamW state, the weights kept (``reset`` without its weights)
+    recapture  the graph captured again (the ladder captures each rung's graph anew for each turn)
+    optbench   the ladder's optimizers alone (``optimizer_graphed_ms``: every gradient set to ones), then
+               a new capture, as between the ladder's launched rungs and its replays
     launched   (first only, before the capture) 20 launched steps of the same rung's step
 
 Each block prints its median step, SM clock, power, temperature, clock-event reasons and the loss
@@ -24,7 +28,7 @@ import torch
 
 from lmperf.measure import capture_graph
 from lmperf.measure.power import nvidia_smi_id, sampled
-from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
+from lmperf.studies.ladder import RUNGS, Ladder, kernel_times, optimizer_graphed_ms
 
 size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 BLOCK = 25
@@ -43,7 +47,14 @@ if actions[:1] == ["launched"]:
     del step
     ladder.drop_grads()
     actions = actions[1:]
-replay = capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
+
+
+def capture():
+    ladder.before(rung.name)
+    return capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
+
+
+replay = capture()
 
 
 def block() -> tuple[float, dict]:
@@ -81,6 +92,16 @@ for action in actions:
             replay()
         ladder.loss()
         ladder.before(rung.name)
+    elif action == "state":
+        for tensors in ladder.optimizers[ladder.OWNER].state.values():
+            for tensor in tensors.values():
+                tensor.zero_()
+    elif action in ("recapture", "optbench"):
+        del replay
+        ladder.drop_grads()
+        if action == "optbench":
+            print("optimizers alone:", optimizer_graphed_ms(ladder, device), flush=True)
+        replay = capture()
     else:
         raise SystemExit(f"unknown action {action!r}: see the docstring")
     last = action
