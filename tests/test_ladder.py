@@ -284,8 +284,9 @@ def test_adamw_inside_the_backward_is_the_same_step_and_leaves_other_steps_alone
 
 def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(monkeypatch, tmp_path):
     """The replay order on a CPU, with a stand-in capture (the launched step as its own "replay"):
-    each graphed rung takes REPLAY_ROUNDS turns, A B A B, and no kernel profile or loss check runs
-    before the last turn is timed (a profile was followed by the power limit, notes/ladder-power.md)."""
+    each graphed rung takes REPLAY_ROUNDS turns, A B A B, no kernel profile or loss check runs before
+    the last turn is timed (a profile was followed by the power limit, notes/ladder-power.md), and
+    every capture starts from the initial weights."""
     from lmperf.measure import Budget
     from lmperf.studies import ladder as study
 
@@ -301,11 +302,19 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
         return pd.DataFrame({"kernel": ["k"], "category": ["gemm"], "calls_per_step": [1.0], "ms_per_step": [1.0]})
 
     monkeypatch.setattr(Rung, "gpu_only", property(lambda self: ""))
-    monkeypatch.setattr(study, "capture_graph", lambda step, device, after_warmup: step)
     monkeypatch.setattr(study, "measure", timed)
     monkeypatch.setattr(study, "kernel_times", profiled)
-    reset = study.Ladder.reset
-    monkeypatch.setattr(study.Ladder, "reset", lambda self: events.append(("check",)) or reset(self))
+    loss, made = study.Ladder.loss, []
+    monkeypatch.setattr(study.Ladder, "loss", lambda self: events.append(("check",)) or loss(self))
+    init = study.Ladder.__init__
+    monkeypatch.setattr(study.Ladder, "__init__", lambda self, *a: made.append(self) or init(self, *a))
+
+    def capture(step, device, after_warmup):
+        (ladder,) = made
+        events.append(("capture", all(torch.equal(v, ladder.initial[k]) for k, v in ladder.model.state_dict().items())))
+        return step
+
+    monkeypatch.setattr(study, "capture_graph", capture)
     rungs = [
         Rung("a", "launched", "fp32", "eager", "naive", "lmperf"),
         Rung("b", "graphed", "fp32", "eager", "naive", "lmperf", graphed=True),
@@ -320,6 +329,8 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
     while_timed = events[replays[0] : replays[-1]]
     assert ("profile",) not in while_timed and ("check",) not in while_timed
     assert events[replays[-1] :].count(("profile",)) == 2 and events[replays[-1] :].count(("check",)) == 3
+    assert events.count(("capture", True)) == 2 * study.REPLAY_ROUNDS + 2  # turns, then profile and check
+    assert ("capture", False) not in events  # each from the initial weights, not those the last turn trained
     for name in ("b", "c"):
         assert rows[name]["replay_turns"] == study.REPLAY_ROUNDS and rows[name]["status"] == "ok"
         assert len(rows[name]["replay_turn_ms"].split(";")) == study.REPLAY_ROUNDS

@@ -398,11 +398,16 @@ def run_ladder(
     # the GPU's power state can change within a run, and turns give each rung a share of each state.
     # Every replay is timed before any kernel profile or loss check runs in the process: in the run
     # at 0c3c0bae720e, the replays after the first of them ran at the power limit (notes/ladder-power.md).
+    # Every capture starts from the initial weights: the optimizers-alone benchmark above sets every
+    # gradient to ones, which leaves the model at a loss above chance and its AdamW state saturated,
+    # and a step timed on that model ran faster than on a model that trains (notes/ladder-power.md).
     gpu = nvidia_smi_id(device)
     turns = {}  # rung name: what each of its replays measured
 
     def captured(r: Rung):
-        """``r``'s step as a CUDA graph, or None with the reason in its row (a graphed rung then did not run)."""
+        """``r``'s step as a CUDA graph from the initial weights and an empty AdamW state, or None with
+        the reason in its row (a graphed rung then did not run)."""
+        ladder.reset()
         ladder.before(r.name)
         try:
             return capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
