@@ -1,13 +1,14 @@
-"""Does a graphed rung's speed depend on its place in the replay order? (notes/ladder-power.md)
+"""Does a rung's speed depend on its place in the order, or on being launched or replayed?
+(notes/ladder-power.md)
 
-The ladder replays its graphed rungs one after another. At 152631d97a59 (2.7B, context 1024) every
-replay after `cuda_graph`'s ran hotter and slower: `bf16_weights` at 677 W and 1680 MHz, and the
-graphed `torch_fused_adamw` 25 ms slower than the graphed `fused_adamw`, which differs from it only
-by 7 ms of optimizer. Here `cuda_graph` and `bf16_weights` take turns, A B A B A B, each captured,
-held for 5 s, then timed for STEPS replays while nvidia-smi samples clock, power, temperature and
-clock-event reasons every 100 ms.
+Arms take turns, A B A B: each arm is a rung of the ladder, ``rung:replay`` (its step captured as a
+CUDA graph) or ``rung:launched`` (its step launched as it is). Each turn starts from the initial
+weights and an empty AdamW state, runs the arm untimed for 5 s, then times STEPS steps (CUDA events)
+while nvidia-smi samples clock, power, temperature and clock-event reasons every 100 ms.
 
-    PYTHONPATH=src python notes/ladder_order.py 2.7B 1024 3 > order.log
+The run at 7e0584e54995 was ``2.7B 1024 3 cuda_graph:replay bf16_weights:replay``.
+
+    PYTHONPATH=src python notes/ladder_order.py 2.7B 1024 2 fused_adamw:launched cuda_graph:replay > order.log
 """
 
 import statistics
@@ -20,35 +21,39 @@ from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder
 
 size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+arms = [arm.split(":") for arm in sys.argv[4:]]
 STEPS = 30
 SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
 
 device = torch.device("cuda")
-rungs = [r for r in RUNGS if r.name in ("cuda_graph", "bf16_weights")]
-ladder = Ladder(size, context, 4, device, rungs)
+rungs = {r.name: r for r in RUNGS if r.name in {name for name, _ in arms}}
+ladder = Ladder(size, context, 4, device, list(rungs.values()))
 gpu = nvidia_smi_id(device)
 
 
-def timed(replay) -> list[float]:
+def timed(step) -> list[float]:
     events = [torch.cuda.Event(enable_timing=True) for _ in range(STEPS + 1)]
     events[0].record()
     for e in events[1:]:
-        replay()
+        step()
         e.record()
     torch.cuda.synchronize()
     return [a.elapsed_time(b) for a, b in zip(events, events[1:])]
 
 
-print("round rung median_ms sm_mhz power_w temp_c reasons", flush=True)
+print("round rung how median_ms sm_mhz power_w temp_c reasons", flush=True)
 for k in range(rounds):
-    for r in rungs:
-        ladder.before(r.name)
-        replay = capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
-        hold(replay, device, 5.0)
+    for name, how in arms:
+        ladder.reset()
+        ladder.before(name)
+        step = ladder.step(rungs[name])
+        if how == "replay":
+            step = capture_graph(step, device, after_warmup=ladder.drop_grads)
+        hold(step, device, 5.0)
         with sampled(gpu) as clocks:
-            ms = timed(replay)
+            ms = timed(step)
         c = clocks.columns("")
-        print(k, r.name, f"{statistics.median(ms):.2f}", *(c[f] for f in SHOWN), flush=True)
-        del replay
+        print(k, name, how, f"{statistics.median(ms):.2f}", *(c[f] for f in SHOWN), flush=True)
+        del step
         ladder.drop_grads()
         ladder.drop_bf16()
