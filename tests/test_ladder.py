@@ -284,7 +284,7 @@ def test_adamw_inside_the_backward_is_the_same_step_and_leaves_other_steps_alone
 
 def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(monkeypatch, tmp_path):
     """The replay order on a CPU, with a stand-in capture (the launched step as its own "replay"):
-    each graphed rung takes REPLAY_ROUNDS turns, A B A B, no kernel profile or loss check runs before
+    every rung takes ROUNDS turns, A B A B, block by block, no kernel profile or loss check runs before
     the last turn is timed (a profile was followed by the power limit, notes/ladder-power.md), and
     every capture starts from the initial weights."""
     from lmperf.measure import Budget
@@ -325,14 +325,17 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
     rows = {row["rung"]: row for row in rows}
 
     replays = [i for i, e in enumerate(events) if e[0] == "time" and e[1] != "a"]
-    assert [events[i][1] for i in replays] == ["b", "c"] * study.REPLAY_ROUNDS
+    assert [events[i][1] for i in replays] == ["b", "c"] * study.ROUNDS
     while_timed = events[replays[0] : replays[-1]]
     assert ("profile",) not in while_timed and ("check",) not in while_timed
     assert events[replays[-1] :].count(("profile",)) == 2 and events[replays[-1] :].count(("check",)) == 3
-    assert events.count(("capture", True)) == 2 * study.REPLAY_ROUNDS + 2  # turns, then profile and check
+    assert events.count(("capture", True)) == 2 * study.ROUNDS + 2  # turns, then profile and check
     assert ("capture", False) not in events  # each from the initial weights, not those the last turn trained
     for name in ("b", "c"):
-        assert rows[name]["replay_turns"] == study.REPLAY_ROUNDS and rows[name]["status"] == "ok"
-        assert len(rows[name]["replay_turn_ms"].split(";")) == study.REPLAY_ROUNDS
+        assert rows[name]["replay_turns"] == study.ROUNDS and rows[name]["status"] == "ok"
+        assert len(rows[name]["replay_turn_ms"].split(";")) == study.ROUNDS
         assert rows[name]["loss_after_check"] < rows[name]["initial_loss"]
     assert "replay_turns" not in rows["a"]  # a launched rung replays only on a GPU
+    assert [e[1] for e in events if e[0] == "time"] == ["a", "b", "c"] * study.ROUNDS  # turns, block by block
+    assert rows["a"]["launched_turns"] == study.ROUNDS and rows["a"]["n_steps"] >= 2 * study.ROUNDS
+    assert rows["a"]["forward_ms"] > 0 and rows["a"]["loss_after_check"] < rows["a"]["initial_loss"]

@@ -3,10 +3,10 @@
 Each rung of ``RUNGS`` adds one technique to the rung before it; two more are measured beside the
 ladder: torch's fused AdamW in place of ours, and the "torch stack" a user gets without lmperf
 (whole-model torch.compile, SDPA, torch's fused AdamW), the anchor. All rungs of one (size,
-context) point run in one process, on one model, launched interleaved A B C ...
-(``lmperf.measure.timing``), then each replayed as a CUDA graph, one rung at a time (graphs of
-two 2.7B steps do not fit beside each other), the graphed rungs in ``REPLAY_ROUNDS`` turns
-(A B C A B C), with the e2e harness's statistics.
+context) point run in one process, on one model, in ``ROUNDS`` turns (A B C A B C): in each turn a
+rung is launched, then replayed as a CUDA graph (a graphed rung only replayed), each block from the
+initial weights and held untimed before it is timed (``run_ladder`` says why), with the e2e
+harness's statistics.
 
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
 ``torch.compiler.set_stance("force_eager")``; the torch stack calls a whole-model compile of the
@@ -31,7 +31,7 @@ change what a step costs.
 
 import argparse
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -100,7 +100,7 @@ RUNGS = (
     ),
 )
 
-REPLAY_ROUNDS = 2  # turns each graphed rung takes at its replay, A B C A B C
+ROUNDS = 2  # turns each rung takes, A B C A B C (``run_ladder``)
 
 PHASES = {"forward": "forward_ms", "backward": "backward_ms", "optimizer step": "optimizer_ms"}  # make_step's names
 
@@ -339,31 +339,7 @@ def run_ladder(
     resident = torch.cuda.memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
     print(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state", flush=True)
 
-    launched = measure(
-        {r.name: ladder.step(r, timed_phases=True) for r in live if not r.graphed},
-        device,
-        warmup_steps,
-        budget,
-        before=ladder.before,
-    )
-    for name, timings in launched.items():
-        if timings.error is not None:
-            rows[name].update(status="oom", note=str(timings.error).splitlines()[0])
-            print(f"{name:>18} oom", flush=True)
-            continue
-        rows[name].update(launched_columns(timings, budget))
-        clock = ladder.clocks[name]
-        for phase, column in PHASES.items():
-            rows[name][column] = 1e3 * statistics.median(clock.seconds(phase, last=len(timings.host_s)))
-        ladder.before(name)
-        rows[name]["peak_mem_gib"] = steady_peak_gib(ladder.step(ladder.rungs[name]), device)
-        print(
-            f"{name:>18} launched {rows[name]['median_ms']:9.2f} ms  peak {rows[name]['peak_mem_gib']:.1f} GiB",
-            flush=True,
-        )
-
-    ladder.model.zero_grad(set_to_none=True)
-    if device.type == "cuda":
+    if device.type == "cuda":  # first: it sets every gradient to ones, and the turns reset what it left
         for key, ms in optimizer_graphed_ms(ladder, device).items():
             for r in live:
                 if (r.optimizer, r.weights) == key:
@@ -391,19 +367,6 @@ def run_ladder(
             check_steps=check_steps, check_lr=ladder.lr, initial_loss=initial_loss, loss_after_check=ladder.loss()
         )
 
-    # One graph at a time: two graphed steps of a 2.7B model do not fit beside each other. Each
-    # replay first runs ``settle_seconds`` untimed, into the power state of steady training; the SM
-    # clock and power are sampled while it is timed: at the power limit they set the GEMMs' speed.
-    # The launched rungs' replays come first, once; then the graphed rungs take turns, A B C A B C:
-    # the GPU's power state can change within a run, and turns give each rung a share of each state.
-    # Every replay is timed before any kernel profile or loss check runs in the process: in the run
-    # at 0c3c0bae720e, the replays after the first of them ran at the power limit (notes/ladder-power.md).
-    # Every capture starts from the initial weights: the optimizers-alone benchmark above sets every
-    # gradient to ones, which leaves the model at a loss above chance and its AdamW state saturated,
-    # and a step timed on that model ran faster than on a model that trains (notes/ladder-power.md).
-    gpu = nvidia_smi_id(device)
-    turns = {}  # rung name: what each of its replays measured
-
     def captured(r: Rung):
         """``r``'s step as a CUDA graph from the initial weights and an empty AdamW state, or None with
         the reason in its row (a graphed rung then did not run)."""
@@ -420,51 +383,86 @@ def run_ladder(
             return None
 
     def release() -> None:
-        """After ``del`` of the replay: its pool and the bf16 copies go back before the next capture."""
+        """After ``del`` of a step or replay: its memory and the bf16 copies go back before the next."""
         ladder.drop_grads()
         ladder.drop_bf16()
 
-    launched_replays = [r for r in live if not r.graphed and device.type == "cuda"]
-    graphed = [r for r in live if r.graphed]
-    for r in launched_replays + graphed * REPLAY_ROUNDS:
-        if rows[r.name]["status"] != "ok" or (replay := captured(r)) is None:
-            continue
-        held = hold(replay, device, settle_seconds)
-        with sampled(gpu) as clocks:
-            timings = measure({r.name: replay}, device, 1, budget)[r.name]
-        if timings.error is not None:
-            rows[r.name].update(note=f"graph replay: {str(timings.error).splitlines()[0]}")
-        else:
-            turns.setdefault(r.name, []).append(Turn(timings, clocks, held))
-            print(f"{r.name:>18} replayed {1e3 * statistics.median(timings.host_s):9.2f} ms", flush=True)
-        del replay
-        release()
-    replayed = {}  # a graphed rung's kernels, profiled in its replay
-    for r in graphed:
-        if rows[r.name]["status"] != "ok" or (replay := captured(r)) is None:
+    # The rungs take turns, A B C A B C, each in a block of its own: from the initial weights, held
+    # for ``settle_seconds`` untimed, then timed while the SM clock and power are sampled; a launched
+    # rung's launched block, then its replay. The H100 trains these models at its power limit, and
+    # its clock follows the last second or so of work: steps interleaved one by one, A B A B, would
+    # each run at a clock set by their neighbours (a launched step came out 9% faster than after a
+    # hold of its own, notes/ladder-power.md). One graph at a time: two graphed steps of a 2.7B model
+    # do not fit beside each other. Every block is timed before any kernel profile or loss check runs.
+    gpu = nvidia_smi_id(device)
+    turn_budget = replace(budget, max_seconds=budget.max_seconds / ROUNDS)
+    launched, replayed = {}, {}  # rung name: its turns
+    phases = {}  # rung name: each phase's times (s) over the launched turns' timed steps
+    for turn in range(ROUNDS):
+        for r in live:
+            if rows[r.name]["status"] == "ok" and not r.graphed:
+                ladder.reset()
+                ladder.before(r.name)
+                step = ladder.step(r, timed_phases=True)
+                block = timed_block(r.name, step, device, warmup_steps, turn_budget, settle_seconds, gpu)
+                if block.timings.error is not None:
+                    rows[r.name].update(status="oom", note=str(block.timings.error).splitlines()[0])
+                    print(f"{r.name:>18} oom", flush=True)
+                else:
+                    launched.setdefault(r.name, []).append(block)
+                    clock, n = ladder.clocks[r.name], len(block.timings.host_s)
+                    for phase in PHASES:
+                        phases.setdefault(r.name, {}).setdefault(phase, []).extend(clock.seconds(phase, last=n))
+                    if turn == 0:
+                        rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
+                    print(f"{r.name:>18} launched {block.median_ms:9.2f} ms", flush=True)
+                del step
+                release()
+            if rows[r.name]["status"] != "ok" or (device.type != "cuda" and not r.graphed):
+                continue
+            if (replay := captured(r)) is None:
+                continue
+            block = timed_block(r.name, replay, device, 1, turn_budget, settle_seconds, gpu)
+            if block.timings.error is not None:
+                rows[r.name].update(note=f"graph replay: {str(block.timings.error).splitlines()[0]}")
+            else:
+                replayed.setdefault(r.name, []).append(block)
+                print(f"{r.name:>18} replayed {block.median_ms:9.2f} ms", flush=True)
+            del replay
+            release()
+
+    profiles = {}  # a graphed rung's kernels, profiled in its replay
+    for r in live:
+        if rows[r.name]["status"] != "ok" or not r.graphed or (replay := captured(r)) is None:
             continue
         if kernels_out:
-            replayed[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
+            profiles[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
         check(r, replay)
         del replay
         release()
-    for name, measured in turns.items():
-        if rows[name]["status"] != "ok":
-            continue
-        timings, clocks = pooled(measured)
-        rows[name].update(clocks.columns("replay_"), replay_settle_s=settle_seconds, **turn_columns(measured))
-        if ladder.rungs[name].graphed:  # the rung is its replay: launched and graphed are one measurement
-            rows[name].update(launched_columns(timings, budget))
-        rows[name].update(graphed_columns(timings, rows[name]["median_ms"], budget))
-        print(f"{name:>18} graphed  {rows[name]['graphed_median_ms']:9.2f} ms", flush=True)
     for r in live:
-        if rows[r.name]["status"] == "ok" and not r.graphed:
+        if rows[r.name]["status"] != "ok":
+            continue
+        row = rows[r.name]
+        if r.name in launched:
+            timings, clocks = pooled(launched[r.name])
+            row.update(launched_columns(timings, budget))
+            row.update(clocks.columns("launched_"), **turn_columns(launched[r.name], "launched_"))
+            row.update({PHASES[p]: 1e3 * statistics.median(seconds) for p, seconds in phases[r.name].items()})
+        if r.name in replayed:
+            timings, clocks = pooled(replayed[r.name])
+            row.update(clocks.columns("replay_"), replay_settle_s=settle_seconds, **turn_columns(replayed[r.name]))
+            if r.graphed:  # the rung is its replay: launched and graphed are one measurement
+                row.update(launched_columns(timings, budget))
+            row.update(graphed_columns(timings, row["median_ms"], budget))
+            print(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms", flush=True)
+        if not r.graphed:
             check(r, ladder.step(r))
 
     if kernels_out:
         ran = [r for r in rungs if rows[r.name]["status"] == "ok"]
         if device.type == "cuda":
-            kernels = pd.concat([replayed[r.name] if r.name in replayed else kernel_profile(ladder, r) for r in ran])
+            kernels = pd.concat([profiles[r.name] if r.name in profiles else kernel_profile(ladder, r) for r in ran])
         else:
             kernels = pd.DataFrame(
                 {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
@@ -522,12 +520,30 @@ def kernel_times(step, device: torch.device, steps: int = 3) -> pd.DataFrame:
 
 @dataclass
 class Turn:
-    """One replay of a rung: its timed steps, the GPU's clock and power meanwhile, and the untimed
-    steps before them."""
+    """One turn of a rung: its timed steps, the GPU's clock and power meanwhile, and how many untimed
+    steps held it first."""
 
     timings: Timings
     clocks: Samples
     settle_steps: int
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.timings.host_s)
+
+
+def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget: Budget, settle_s: float, gpu) -> Turn:
+    """``step`` run once (it may compile), held for ``settle_s`` untimed, then timed by ``measure``
+    while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry the error."""
+    try:
+        step()
+        held = hold(step, device, settle_s)
+    except torch.OutOfMemoryError as error:
+        free_memory(device)
+        return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
+    with sampled(gpu) as clocks:
+        timings = measure({name: step}, device, warmup_steps, budget)[name]
+    return Turn(timings, clocks, held)
 
 
 def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
@@ -541,18 +557,18 @@ def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
     return timings, clocks
 
 
-def turn_columns(turns: list[Turn]) -> dict:
+def turn_columns(turns: list[Turn], prefix: str = "replay_") -> dict:
     """Each turn's median step, SM clock, power, temperature and clock-event reasons, ';'-separated:
     whether the turns agree, and if not, what held the clock down."""
     clocks = [turn.clocks.columns("") for turn in turns]
     return {
-        "replay_turns": len(turns),
-        "replay_turn_ms": join_ms([statistics.median(turn.timings.host_s) for turn in turns]),
-        "replay_turn_sm_clock_mhz": ";".join(f"{c['sm_clock_mhz']:.0f}" for c in clocks),
-        "replay_turn_power_w": ";".join(f"{c['power_w']:.0f}" for c in clocks),
-        "replay_turn_temperature_c": ";".join(f"{c['temperature_c']:.0f}" for c in clocks),
-        "replay_turn_clock_event_reasons": ";".join(c["clock_event_reasons"] for c in clocks),
-        "replay_settle_steps": sum(turn.settle_steps for turn in turns),
+        f"{prefix}turns": len(turns),
+        f"{prefix}turn_ms": join_ms([turn.median_ms / 1e3 for turn in turns]),
+        f"{prefix}turn_sm_clock_mhz": ";".join(f"{c['sm_clock_mhz']:.0f}" for c in clocks),
+        f"{prefix}turn_power_w": ";".join(f"{c['power_w']:.0f}" for c in clocks),
+        f"{prefix}turn_temperature_c": ";".join(f"{c['temperature_c']:.0f}" for c in clocks),
+        f"{prefix}turn_clock_event_reasons": ";".join(c["clock_event_reasons"] for c in clocks),
+        f"{prefix}settle_steps": sum(turn.settle_steps for turn in turns),
     }
 
 
