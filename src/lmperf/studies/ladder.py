@@ -597,9 +597,14 @@ def main(argv=None) -> None:
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--measured-steps", type=int, default=10, help="at least this many, then more until the CI is tight")
     p.add_argument("--ci-halfwidth", type=float, default=0.01)
-    p.add_argument("--max-seconds", type=float, default=30.0, help="time budget past --measured-steps, per pass")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=30.0,
+        help="time budget past --measured-steps, per rung and timing kind, over its turns",
+    )
     p.add_argument("--check-steps", type=int, default=20, help="train steps per rung for the loss check (0: none)")
-    p.add_argument("--settle-seconds", type=float, default=5.0, help="untimed replay before each rung's graphed timing")
+    p.add_argument("--settle-seconds", type=float, default=5.0, help="untimed steps before each timed block")
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
     p.add_argument("--kernels", help="also write each rung's GPU time per kernel to this CSV (CUDA only)")
