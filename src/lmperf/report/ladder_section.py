@@ -1,6 +1,6 @@
 """The report's "How fast can it train?" section, from results/ladder.csv: the roofline ladder.
 
-Every statement compares rungs of one (size, context) point: one process, one commit, interleaved.
+Every statement compares rungs of one (size, context) point: one process, one commit, in turns.
 A ratio is a win only where its bootstrap CI excludes 1.
 """
 
@@ -19,9 +19,17 @@ def times(row: pd.Series) -> list[float]:
     return split_ms(row["step_times_ms"])
 
 
+def in_blocks(rows) -> bool:
+    """Whether the rungs ran in turns of blocks, each held before it was timed (rows with
+    ``launched_turns``), rather than launched in one pass interleaved step by step (the ladder before
+    commit 4ecae3f94da1)."""
+    return "launched_turns" in rows
+
+
 def speedup(slow: pd.Series, fast: pd.Series) -> tuple[float, float, float]:
-    """slow / fast step time, with its CI: paired where both were launched in one interleaved pass."""
-    paired = not (bool(slow["graphed"]) or bool(fast["graphed"]))
+    """slow / fast step time, with its CI: paired where both were launched in one pass interleaved step
+    by step (step i of one beside step i of the other)."""
+    paired = not (bool(slow["graphed"]) or bool(fast["graphed"]) or in_blocks(slow))
     return ratio_ci(times(slow), times(fast), paired=paired)
 
 
@@ -179,7 +187,8 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
     pooled = ", pooled over each rung's turns" if turned else ""
     heading = f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(limit, 0)} W)"
     settle = sampled["replay_settle_s"].max() if "replay_settle_s" in sampled else float("nan")
-    held = f" Each replay ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
+    each_block = "Each block, launched or replayed," if in_blocks(sampled) else "Each replay"
+    held = f" {each_block} ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
     return [f"- {heading}: {each}. {verdict}.{held}"]
 
 
@@ -204,7 +213,8 @@ def turn_sentences(ran: pd.DataFrame) -> list[str]:
     spread = {name: max(ms) / min(ms) - 1 for name, ms in medians.items()}
     worst = max(spread, key=spread.get)
     out = [
-        f"- The graphed rungs replayed in {int(turned['replay_turns'].max())} turns, one after another "
+        f"- {'Every rung' if in_blocks(turned) else 'The graphed rungs'} replayed in "
+        f"{int(turned['replay_turns'].max())} turns, one after another "
         f"(A B C A B C); per turn: {each}. Largest spread between one rung's turns: {pct(spread[worst], 1)} "
         f"(`{worst}`)."
     ]
@@ -296,14 +306,22 @@ def kernel_sentences(kernels: pd.DataFrame, top: str) -> list[str]:
 
 
 def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
+    how = (
+        "in turns, A B C A B C, block by block: each block starts from the initial weights, runs untimed for "
+        "a few seconds, then is timed (the GPU's clock at its power limit follows the last second or so of "
+        "work). In each turn a rung is launched, then replayed as a CUDA graph; the rungs from `cuda_graph` "
+        "on are only replayed."
+        if in_blocks(ladder)
+        else "interleaved; steps are launched, except the rungs from `cuda_graph` on, which replay the step as "
+        "a CUDA graph."
+    )
     out = [
         "## How fast can it train?",
         "",
         "The roofline ladder (`results/ladder.csv`): the handout's train step, then one technique added per rung; "
         "beside it torch's fused AdamW in our rung's place, and the torch stack a user gets without lmperf "
         "(whole-model `torch.compile`, SDPA, `torch.optim.AdamW(fused=True)`). All rungs of a point run in one "
-        "process on one model, interleaved; steps are launched, except the rungs from `cuda_graph` on, which "
-        "replay the step as a CUDA graph. MFU is against the bf16 dense peak for every rung (so it ranks rungs "
+        f"process on one model, {how} MFU is against the bf16 dense peak for every rung (so it ranks rungs "
         "as their speed does); train-step FLOPs are 3× the forward's. Medians with 95% bootstrap CIs.",
         "",
         "![The roofline ladder](figures/ladder_waterfall.png)",

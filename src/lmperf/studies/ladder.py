@@ -81,7 +81,7 @@ RUNGS = (
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
     Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
     # Beside the ladder: the update overlapped with the backward. At 2.7B, context 1024 it beat
-    # cuda_graph by 1.02x where both replayed at full clock (H100, 0c3c0bae720e; notes/ladder-power.md).
+    # cuda_graph by 1.02x, both at the power cap (H100, 4ecae3f94da1; report/reference/h100/ladder-steady).
     Rung(
         "in_backward",
         "rung cuda_graph with each parameter's AdamW inside the backward (side stream)",
