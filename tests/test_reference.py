@@ -477,3 +477,51 @@ def test_ladder_turns_slice_is_rendered_and_its_claims_are_the_csvs():
     assert f"ran at {after_profile.min():.0f}–{after_profile.max():.0f} W" in readme
     assert after_profile.min() > 1.3 * before.loc["cuda_graph", "replay_power_w"]
     assert f"yet took {before.loc['torch_fused_adamw', 'graphed_median_ms']:.1f} ms" in readme
+
+
+LADDER_STEADY = REFERENCE / "ladder-steady"
+
+
+def test_ladder_steady_slice_is_rendered_and_its_claims_are_the_csvs():
+    """Every rung in held turns, from the initial weights: the section re-rendered at one commit, and
+    the README's numbers recomputed: the turns agree, launched is slower than replayed, the bars are
+    not met at 2.7B, and the smaller models' launched torch stack is host-bound."""
+    from lmperf.measure.stats import split_ms
+    from lmperf.report import ladder_section
+
+    ladder, kernels = render.read(LADDER_STEADY / "ladder.csv"), render.read(LADDER_STEADY / "ladder_kernels.csv.gz")
+    assert set(ladder["commit"]) == set(kernels["commit"]) == {"4ecae3f94da1"}
+    assert_rendered(LADDER_STEADY, ladder_section.render(ladder, kernels))
+    readme = " ".join((LADDER_STEADY / "README.md").read_text().split())
+
+    ok = ladder[ladder["status"] == "ok"]
+    spread = ok["replay_turn_ms"].map(lambda cell: max(split_ms(cell)) / min(split_ms(cell)) - 1)
+    assert (ok["launched_turns"].dropna() == 2).all() and (ok["replay_turns"] == 2).all()
+    assert f"more than {100 * spread.max():.1f}% apart" in readme
+
+    big = ok[ok["size"] == "2.7B"].set_index("rung")
+    capped = big.drop("compile")
+    assert capped["replay_clock_event_reasons"].map(lambda v: int(v, 16) & 0x4).all()
+    assert int(big.loc["compile", "replay_clock_event_reasons"], 16) & 0x4 == 0
+    low, high = capped["replay_sm_clock_mhz"].min(), capped["replay_sm_clock_mhz"].max()
+    assert f"at {low:.0f}–{high:.0f} MHz; `compile`'s ran at {big.loc['compile', 'replay_sm_clock_mhz']:.0f}" in readme
+    for rung in ("fused_adamw", "torch_stack"):
+        launched, replayed = big.loc[rung, "median_ms"], big.loc[rung, "graphed_median_ms"]
+        assert launched > replayed and f"{launched:.1f} against {replayed:.1f} ms" in readme
+
+    top, anchor = big.loc["bf16_weights"], big.loc["torch_stack"]
+    launched, replayed = anchor["median_ms"] / top["median_ms"], anchor["graphed_median_ms"] / top["median_ms"]
+    assert top["mfu"] < 0.5 and launched < 1.1  # the bars: not met
+    assert f"takes {top['median_ms']:.1f} ms ({100 * top['mfu']:.1f}% MFU; the bar is 50%)" in readme
+    assert f"{launched:.2f}× the torch stack launched ({anchor['median_ms']:.1f} ms" in readme
+    assert f"{replayed:.2f}× the torch stack replayed ({anchor['graphed_median_ms']:.1f} ms)" in readme
+
+    small = {s: ok[ok["size"] == s].set_index("rung").loc["torch_stack"] for s in ("small", "medium")}
+    assert "launched step ({:.1f} and {:.1f} ms)".format(*(r["median_ms"] for r in small.values())) in readme
+    assert (
+        "is {:.1f}× and {:.1f}× its own replay ({:.1f} and {:.1f} ms)".format(
+            *(r["median_ms"] / r["graphed_median_ms"] for r in small.values()),
+            *(r["graphed_median_ms"] for r in small.values()),
+        )
+        in readme
+    )
