@@ -297,7 +297,7 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
         events.append(("time", *steps))
         return measure(steps, *args, **kwargs)
 
-    def profiled(replay, device):
+    def profiled(replay, device, settle_s=0.0):
         events.append(("profile",))
         return pd.DataFrame({"kernel": ["k"], "category": ["gemm"], "calls_per_step": [1.0], "ms_per_step": [1.0]})
 

@@ -436,7 +436,9 @@ def run_ladder(
         if rows[r.name]["status"] != "ok" or not r.graphed or (replay := captured(r)) is None:
             continue
         if kernels_out:
-            profiles[r.name] = kernel_times(replay, device).assign(rung=r.name, status="ok", profiled="replay")
+            profiles[r.name] = kernel_times(replay, device, settle_seconds).assign(
+                rung=r.name, status="ok", profiled="replay"
+            )
         check(r, replay)
         del replay
         release()
@@ -462,7 +464,9 @@ def run_ladder(
     if kernels_out:
         ran = [r for r in rungs if rows[r.name]["status"] == "ok"]
         if device.type == "cuda":
-            kernels = pd.concat([profiles[r.name] if r.name in profiles else kernel_profile(ladder, r) for r in ran])
+            kernels = pd.concat(
+                [profiles[r.name] if r.name in profiles else kernel_profile(ladder, r, settle_seconds) for r in ran]
+            )
         else:
             kernels = pd.DataFrame(
                 {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
@@ -479,13 +483,13 @@ def run_ladder(
     return list(rows.values())
 
 
-def kernel_profile(ladder: Ladder, rung: Rung) -> pd.DataFrame:
+def kernel_profile(ladder: Ladder, rung: Rung, settle_s: float = 0.0) -> pd.DataFrame:
     """GPU time per kernel of ``rung``'s launched step, under torch.profiler."""
     ladder.before(rung.name)
     step = ladder.step(rung)
     try:
         step()
-        return kernel_times(step, ladder.device).assign(rung=rung.name, status="ok", profiled="launched")
+        return kernel_times(step, ladder.device, settle_s).assign(rung=rung.name, status="ok", profiled="launched")
     except torch.OutOfMemoryError as error:
         return pd.DataFrame({"rung": [rung.name], "status": "oom", "note": str(error).splitlines()[0]})
     finally:
@@ -493,11 +497,14 @@ def kernel_profile(ladder: Ladder, rung: Rung) -> pd.DataFrame:
         ladder.drop_bf16()
 
 
-def kernel_times(step, device: torch.device, steps: int = 3) -> pd.DataFrame:
+def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int = 3) -> pd.DataFrame:
     """GPU time per kernel of ``steps`` calls of a warmed-up ``step`` (a launched step or a graph replay)
-    under torch.profiler: what the compiler leaves on the table, by name and category."""
+    under torch.profiler: what the compiler leaves on the table, by name and category. The step runs
+    ``settle_s`` untimed first, as the timed blocks do: at the power limit a GEMM's time depends on
+    the clock, and the clock on the last second or so of work."""
     from torch.profiler import ProfilerActivity, profile
 
+    hold(step, device, settle_s)
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
