@@ -9,7 +9,7 @@ named on the command line, in order:
     reset      the initial weights and an empty AdamW state (``Ladder.reset``)
     profile    torch.profiler over 3 replays, as the ladder's kernel table takes them
     check      the ladder's loss check: reset, 20 replays, one fp32 eager forward
-    state      an empty AdamW state, the weights kept (``reset`` without its weights)
+    state      an empty AdamW state, the weights kept (``Ladder.empty_state``)
     recapture  the graph captured again (the ladder captures each rung's graph anew for each turn)
     optbench   the ladder's optimizers alone (``optimizer_graphed_ms``: every gradient set to ones), then
                a new capture, as between the ladder's launched rungs and its replays
@@ -93,9 +93,7 @@ for action in actions:
         ladder.loss()
         ladder.before(rung.name)
     elif action == "state":
-        for tensors in ladder.optimizers[ladder.OWNER].state.values():
-            for tensor in tensors.values():
-                tensor.zero_()
+        ladder.empty_state()
     elif action in ("recapture", "optbench"):
         del replay
         ladder.drop_grads()

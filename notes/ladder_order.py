@@ -44,8 +44,7 @@ def timed(step) -> list[float]:
 print("round rung how median_ms sm_mhz power_w temp_c reasons", flush=True)
 for k in range(rounds):
     for name, how in arms:
-        ladder.reset()
-        ladder.before(name)
+        ladder.start(name)
         step = ladder.step(rungs[name])
         if how == "replay":
             step = capture_graph(step, device, after_warmup=ladder.drop_grads)

@@ -243,9 +243,19 @@ class Ladder:
                 value.copy_(self.initial[key])
             for fp32, bf16 in zip(*self.weights.values()) if "bf16" in self.weights else ():
                 bf16.copy_(fp32)
-            for s in self.optimizers[self.OWNER].state.values():
-                for tensor in s.values():
-                    tensor.zero_()
+        self.empty_state()
+
+    def empty_state(self) -> None:
+        """Zero the shared AdamW state (t, m, v) in place; the weights stay."""
+        for state in self.optimizers[self.OWNER].state.values():
+            for tensor in state.values():
+                tensor.zero_()
+
+    def start(self, name: str) -> None:
+        """Back to the initial weights and an empty AdamW state, set up for rung ``name``: where every
+        timed block, capture and loss check begins, so that no rung inherits what another left."""
+        self.reset()
+        self.before(name)
 
     def loss(self) -> float:
         """One fp32 eager forward with naive attention on the fp32 weights (the masters): the same
@@ -355,8 +365,7 @@ def run_ladder(
         """Train ``check_steps`` steps of ``step`` from the initial weights; record the loss after."""
         if not check_steps:
             return
-        ladder.reset()
-        ladder.before(rung.name)
+        ladder.start(rung.name)
         try:
             for _ in range(check_steps):
                 step()
@@ -370,8 +379,7 @@ def run_ladder(
     def captured(r: Rung):
         """``r``'s step as a CUDA graph from the initial weights and an empty AdamW state, or None with
         the reason in its row (a graphed rung then did not run)."""
-        ladder.reset()
-        ladder.before(r.name)
+        ladder.start(r.name)
         try:
             return capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
         except GraphUnavailable as reason:
@@ -401,8 +409,7 @@ def run_ladder(
     for turn in range(ROUNDS):
         for r in live:
             if rows[r.name]["status"] == "ok" and not r.graphed:
-                ladder.reset()
-                ladder.before(r.name)
+                ladder.start(r.name)
                 step = ladder.step(r, timed_phases=True)
                 block = timed_block(r.name, step, device, warmup_steps, turn_budget, settle_seconds, gpu)
                 if block.timings.error is not None:
