@@ -174,10 +174,13 @@ def test_section_tables_are_the_csv(smoke_run):
 def test_bf16_weights_rung_trains_like_the_fp32_weights_rung():
     """The bf16-weights rung swaps bf16 copies of the Linear weights into the shared model and updates
     the fp32 weights as its masters: from the same start, 5 steps land where the fp32-weights rung's do
-    (autocast multiplies by the same bf16 values either way), and reset() brings both sets back."""
+    (autocast multiplies by the same bf16 values either way), and reset() brings both sets back. With
+    each update run from the backward's hooks (the ladder's top rung), the same bf16 weights and masters
+    land on the same loss, bit for bit."""
     rungs = (
         Rung("fp32_weights", "", compile="eager", attention="naive"),
         Rung("bf16_weights", "", compile="eager", attention="naive", weights="bf16"),
+        Rung("bf16_inside", "", compile="eager", attention="naive", weights="bf16", in_backward=True),
     )
     ladder = Ladder("nano", 16, 2, torch.device("cpu"), rungs)
     ladder.reset()
@@ -195,6 +198,7 @@ def test_bf16_weights_rung_trains_like_the_fp32_weights_rung():
     drop = initial - losses["fp32_weights"]
     assert drop > 0.1
     assert abs(losses["bf16_weights"] - losses["fp32_weights"]) < 0.02 * drop
+    assert losses["bf16_inside"] == losses["bf16_weights"]
     ladder.reset()
     assert ladder.loss() == initial
     for fp32, bf16 in zip(*ladder.weights.values()):

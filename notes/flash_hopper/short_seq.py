@@ -11,7 +11,7 @@ in-model slice of 5f9f04996daf. Variants of our kernels against SDPA cuDNN and f
 Each implementation's forward and forward + backward are captured as CUDA graphs (lmperf's
 capture_graph) and replayed by do_bench, every one once per round, five rounds; medians.
 
-    PYTHONPATH=src python notes/flash_hopper/short_seq.py [heads:seq ...]   (default 20:512 20:1024 25:512 25:1024)
+    PYTHONPATH=src python notes/flash_hopper/short_seq.py [heads:seq[:d] ...]   (default 20:512 20:1024 25:512 25:1024, d 64)
 """
 
 import statistics
@@ -58,12 +58,17 @@ IMPLEMENTATIONS = {
 }
 
 
-SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [(20, 512), (20, 1024), (25, 512), (25, 1024)]
-for heads, seq in SHAPES:
+SHAPES = [(*map(int, a.split(":")), 64)[:3] for a in sys.argv[1:]] or [
+    (20, 512, 64),
+    (20, 1024, 64),
+    (25, 512, 64),
+    (25, 1024, 64),
+]
+for heads, seq, d in SHAPES:
     g = torch.Generator(device="cuda").manual_seed(seq + heads)
     # the model's layout: (batch, seq, heads, d) projections read as (batch, heads, seq, d)
     q, k, v = (
-        torch.randn(4, seq, heads, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+        torch.randn(4, seq, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
         .transpose(1, 2)
         .detach()
         .requires_grad_()
@@ -85,7 +90,7 @@ for heads, seq in SHAPES:
             except GraphUnavailable as error:
                 print(f"{pass_} {name}: {error}")
     times = rounds(steps)
-    print(f"\nbatch 4 heads {heads} seq {seq} d 64, replayed graphs; max |O - cuDNN|: {worst}")
+    print(f"\nbatch 4 heads {heads} seq {seq} d {d}, replayed graphs; max |O - cuDNN|: {worst}")
     for (pass_, name), xs in sorted(times.items()):
         us = [x * 1e3 for x in xs]
         print(f"{pass_:>16} {name:>11} {statistics.median(us):9.1f} us  [{min(us):.1f}, {max(us):.1f}]")

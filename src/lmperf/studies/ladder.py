@@ -11,8 +11,8 @@ harness's statistics.
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
 ``torch.compiler.set_stance("force_eager")``; the torch stack calls a whole-model compile of the
 same modules. The AdamWs share one set of state tensors (t, m, v): copies would not fit beside a
-2.7B model on 80 GB. The in-backward rungs run that AdamW from hooks on the model's parameters
-(``lmperf.model.optim_in_backward``), armed during their own steps only. The bf16-weights rung
+2.7B model on 80 GB. The in-backward rung runs its AdamW from hooks on the model's parameters
+(``lmperf.model.optim_in_backward``), armed during its own steps only. The bf16-weights rung
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
 masters.
 
@@ -80,14 +80,12 @@ RUNGS = (
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
     Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
-    # Beside the ladder: the update overlapped with the backward. At 2.7B, context 1024 it beat
-    # cuda_graph by 1.02x, both at the power cap (H100, 4ecae3f94da1; report/reference/h100/ladder-steady).
     Rung(
         "in_backward",
-        "rung cuda_graph with each parameter's AdamW inside the backward (side stream)",
+        "+ each parameter's AdamW inside the backward, on a side stream",
         graphed=True,
+        weights="bf16",
         in_backward=True,
-        on_ladder=False,
     ),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
