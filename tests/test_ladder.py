@@ -38,28 +38,6 @@ def test_fused_adamw_matches_adamw_in_float64():
         assert float(ours.state[q]["t"]) == 5
 
 
-def test_fused_adamw_with_fewer_programs_than_blocks_updates_each_block_once():
-    """Capped at 2 programs, each walks every other block: after 3 steps the weights and state equal
-    the one-program-per-block update's bit for bit (a block skipped, or updated twice, would not)."""
-    from lmperf.model.fused_adamw import BLOCK
-
-    torch.manual_seed(0)
-    start = [torch.randn(shape) for shape in ((3 * BLOCK + 5,), (33, 17))]
-    grads = [[torch.randn_like(p) for p in start] for _ in range(3)]
-    result = {}
-    for programs in (None, 2):
-        params = [p.clone().requires_grad_() for p in start]
-        optimizer = make_optimizer("lmperf_fused", params, lr=1e-2, weight_decay=0.1)
-        optimizer.programs = programs
-        for step in grads:
-            for p, g in zip(params, step):
-                p.grad = g.clone()
-            optimizer.step()
-        result[programs] = [t for p in params for t in (p.detach(), optimizer.state[p]["m"], optimizer.state[p]["v"])]
-    assert all(torch.equal(a, b) for a, b in zip(result[None], result[2], strict=True))
-    assert not torch.equal(result[2][0], start[0])
-
-
 def test_fused_adamw_keeps_fp32_masters_of_bf16_parameters():
     """A bf16 parameter: the kernel's fp32 master against lmperf's AdamW in float64 on the same bf16
     gradients, 5 steps; the parameter is within one bf16 step of the master after every step

@@ -48,38 +48,29 @@ def _adamw_kernel(
     HAS_MASTER: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
     t = tl.load(t_ptr)
+    g = tl.load(g_ptr + offsets, mask=mask).to(tl.float32)
+    m = tl.load(m_ptr + offsets, mask=mask)
+    v = tl.load(v_ptr + offsets, mask=mask)
+    p = tl.load(w_ptr + offsets, mask=mask).to(tl.float32)
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
     # lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), with b^t = 2^(t log2 b)
     step_size = lr * tl.sqrt(1 - tl.exp2(t * log2_beta2)) / (1 - tl.exp2(t * log2_beta1))
-    # program i of P updates blocks i, i + P, i + 2P, ... (P is one per block unless capped)
-    for block in range(tl.program_id(0), tl.cdiv(n_elements, BLOCK), tl.num_programs(0)):
-        offsets = tl.cast(block, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n_elements
-        g = tl.load(g_ptr + offsets, mask=mask).to(tl.float32)
-        m = tl.load(m_ptr + offsets, mask=mask)
-        v = tl.load(v_ptr + offsets, mask=mask)
-        p = tl.load(w_ptr + offsets, mask=mask).to(tl.float32)
-        m = beta1 * m + (1 - beta1) * g
-        v = beta2 * v + (1 - beta2) * g * g
-        p = p - step_size * m / (tl.sqrt(v) + eps)
-        p = p * decay
-        tl.store(m_ptr + offsets, m, mask=mask)
-        tl.store(v_ptr + offsets, v, mask=mask)
-        tl.store(w_ptr + offsets, p.to(w_ptr.dtype.element_ty), mask=mask)
-        if HAS_MASTER:  # round to nearest even on a GPU (Triton's interpreter truncates)
-            tl.store(p_ptr + offsets, p.to(p_ptr.dtype.element_ty), mask=mask)
+    p = p - step_size * m / (tl.sqrt(v) + eps)
+    p = p * decay
+    tl.store(m_ptr + offsets, m, mask=mask)
+    tl.store(v_ptr + offsets, v, mask=mask)
+    tl.store(w_ptr + offsets, p.to(w_ptr.dtype.element_ty), mask=mask)
+    if HAS_MASTER:  # round to nearest even on a GPU (Triton's interpreter truncates)
+        tl.store(p_ptr + offsets, p.to(p_ptr.dtype.element_ty), mask=mask)
 
 
 class FusedAdamW(AdamW):
     """lmperf's AdamW with the update in one Triton kernel per parameter: fp32 state, and fp32 master
-    weights for a parameter stored in lower precision.
-
-    ``programs``: at most this many programs per kernel, each walking its share of the blocks (None:
-    one per block, the whole GPU). An update run beside the backward (``optim_in_backward``) with
-    fewer programs leaves the backward's GEMMs more SMs.
-    """
-
-    programs: int | None = None
+    weights for a parameter stored in lower precision."""
 
     def new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         if p.dtype == torch.float32:
@@ -96,7 +87,7 @@ class FusedAdamW(AdamW):
             if not (p.is_contiguous() and p.grad.is_contiguous()):
                 raise ValueError("FusedAdamW needs contiguous parameters and gradients")
             n = p.numel()
-            _adamw_kernel[(min(triton.cdiv(n, BLOCK), self.programs or n),)](
+            _adamw_kernel[(triton.cdiv(n, BLOCK),)](
                 p,
                 s.get("master", p),
                 p.grad,
