@@ -5,7 +5,7 @@ ladder: torch's fused AdamW in place of ours, and the "torch stack" a user gets 
 (whole-model torch.compile, SDPA, torch's fused AdamW), the anchor. All rungs of one (size,
 context) point run in one process, on one model, in ``ROUNDS`` turns (A B C A B C): in each turn a
 rung is launched, then replayed as a CUDA graph (a graphed rung only replayed), each block from the
-initial weights and held untimed before it is timed (``run_ladder`` says why), with the e2e
+initial weights and held untimed before it is timed (``LadderRun.take_turns`` says why), with the e2e
 harness's statistics.
 
 One model serves every rung: its blocks are compiled once, and eager rungs run them under
@@ -266,7 +266,9 @@ class Ladder:
 
 def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, float]:
     """Each AdamW's step alone, replayed as a CUDA graph (do_bench median, ms): its GPU time without the
-    host's launch gaps, the number to hold against the 28 B/param bound."""
+    host's launch gaps, the number to hold against the 28 B/param bound. It steps the model's own
+    weights and state with gradients of ones, which wrecks the model (notes/ladder-power.md), so it
+    puts the initial weights and an empty state back."""
     import triton.testing
 
     times = {}
@@ -297,6 +299,7 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
         del replay
     drop_grads()
     ladder.drop_bf16()
+    ladder.reset()
     return times
 
 
@@ -316,25 +319,7 @@ def run_ladder(
     write each rung's GPU time per kernel there: a graphed rung's in its replay, the others' launched."""
     env = fingerprint(device)
     base = {"study": "ladder", "size": size, "context_length": context_length, "batch_size": batch_size, **env}
-    rows = {
-        r.name: {
-            **base,
-            "rung": r.name,
-            "order": i,
-            "adds": r.adds,
-            "on_ladder": r.on_ladder,
-            "precision": r.precision,
-            "compile": r.compile,
-            "attention": r.attention,
-            "optimizer": r.optimizer,
-            "graphed": r.graphed,
-            "weights": r.weights,
-            "in_backward": r.in_backward,
-            "status": "skipped" if device.type != "cuda" and r.gpu_only else "ok",
-            "note": r.gpu_only if device.type != "cuda" else "",
-        }
-        for i, r in enumerate(rungs)
-    }
+    rows = {r.name: first_row(r, i, base, device) for i, r in enumerate(rungs)}
     live = [r for r in rungs if rows[r.name]["status"] == "ok"]
     rates = device_rates(device)
     try:
@@ -347,7 +332,7 @@ def run_ladder(
     resident = torch.cuda.memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
     print(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state", flush=True)
 
-    if device.type == "cuda":  # first: it sets every gradient to ones, and the turns reset what it left
+    if device.type == "cuda":
         for key, ms in optimizer_graphed_ms(ladder, device).items():
             for r in live:
                 if (r.optimizer, r.weights) == key:
@@ -355,116 +340,14 @@ def run_ladder(
                         optimizer_graphed_ms=ms, optimizer_graphed_gbps=ADAMW_BYTES_PER_PARAM * params / ms / 1e6
                     )
 
-    if check_steps:
-        ladder.reset()
-        initial_loss = ladder.loss()
-
-    def check(rung: Rung, step) -> None:
-        """Train ``check_steps`` steps of ``step`` from the initial weights; record the loss after."""
-        if not check_steps:
-            return
-        ladder.start(rung.name)
-        try:
-            for _ in range(check_steps):
-                step()
-        except torch.OutOfMemoryError as error:
-            rows[rung.name]["note"] = f"loss check: {str(error).splitlines()[0]}"
-            return
-        rows[rung.name].update(
-            check_steps=check_steps, check_lr=ladder.lr, initial_loss=initial_loss, loss_after_check=ladder.loss()
-        )
-
-    def captured(r: Rung):
-        """``r``'s step as a CUDA graph from the initial weights and an empty AdamW state, or None with
-        the reason in its row (a graphed rung then did not run)."""
-        ladder.start(r.name)
-        try:
-            return capture_graph(ladder.step(r), device, after_warmup=ladder.drop_grads)
-        except GraphUnavailable as reason:
-            rows[r.name].update(
-                note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
-            )
-            print(f"{r.name:>18} {reason}", flush=True)
-            ladder.drop_bf16()
-            return None
-
-    def release() -> None:
-        """After ``del`` of a step or replay: its memory and the bf16 copies go back before the next."""
-        ladder.drop_grads()
-        ladder.drop_bf16()
-
-    # The rungs take turns, A B C A B C, each in a block of its own: from the initial weights, held
-    # for ``settle_seconds`` untimed, then timed while the SM clock and power are sampled; a launched
-    # rung's launched block, then its replay. The H100 trains these models at its power limit, and
-    # its clock follows the last second or so of work: steps interleaved one by one, A B A B, would
-    # each run at a clock set by their neighbours (a launched step came out 9% faster than after a
-    # hold of its own, notes/ladder-power.md). One graph at a time: two graphed steps of a 2.7B model
-    # do not fit beside each other. Every block is timed before any kernel profile or loss check runs.
-    gpu = nvidia_smi_id(device)
-    turn_budget = replace(budget, max_seconds=budget.max_seconds / ROUNDS)
-    launched, replayed = {}, {}  # rung name: its turns
-    phases = {}  # rung name: each phase's times (s) over the launched turns' timed steps
-    for turn in range(ROUNDS):
-        for r in live:
-            if rows[r.name]["status"] == "ok" and not r.graphed:
-                ladder.start(r.name)
-                step = ladder.step(r, timed_phases=True)
-                block = timed_block(r.name, step, device, warmup_steps, turn_budget, settle_seconds, gpu)
-                if block.timings.error is not None:
-                    rows[r.name].update(status="oom", note=str(block.timings.error).splitlines()[0])
-                    print(f"{r.name:>18} oom", flush=True)
-                else:
-                    launched.setdefault(r.name, []).append(block)
-                    clock, n = ladder.clocks[r.name], len(block.timings.host_s)
-                    for phase in PHASES:
-                        phases.setdefault(r.name, {}).setdefault(phase, []).extend(clock.seconds(phase, last=n))
-                    if turn == 0:
-                        rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
-                    print(f"{r.name:>18} launched {block.median_ms:9.2f} ms", flush=True)
-                del step
-                release()
-            if rows[r.name]["status"] != "ok" or (device.type != "cuda" and not r.graphed):
-                continue
-            if (replay := captured(r)) is None:
-                continue
-            block = timed_block(r.name, replay, device, 1, turn_budget, settle_seconds, gpu)
-            if block.timings.error is not None:
-                rows[r.name].update(note=f"graph replay: {str(block.timings.error).splitlines()[0]}")
-            else:
-                replayed.setdefault(r.name, []).append(block)
-                print(f"{r.name:>18} replayed {block.median_ms:9.2f} ms", flush=True)
-            del replay
-            release()
-
-    profiles = {}  # a graphed rung's kernels, profiled in its replay
+    run = LadderRun(ladder, rows, settle_seconds, check_steps)
+    launched, replayed, phases = run.take_turns(live, warmup_steps, budget)
+    profiles = run.profile_and_check_graphed(live, profile=bool(kernels_out))
     for r in live:
-        if rows[r.name]["status"] != "ok" or not r.graphed or (replay := captured(r)) is None:
-            continue
-        if kernels_out:
-            profiles[r.name] = kernel_times(replay, device, settle_seconds).assign(
-                rung=r.name, status="ok", profiled="replay"
-            )
-        check(r, replay)
-        del replay
-        release()
-    for r in live:
-        if rows[r.name]["status"] != "ok":
-            continue
-        row = rows[r.name]
-        if r.name in launched:
-            timings, clocks = pooled(launched[r.name])
-            row.update(launched_columns(timings, budget))
-            row.update(clocks.columns("launched_"), **turn_columns(launched[r.name], "launched_"))
-            row.update({PHASES[p]: 1e3 * statistics.median(seconds) for p, seconds in phases[r.name].items()})
-        if r.name in replayed:
-            timings, clocks = pooled(replayed[r.name])
-            row.update(clocks.columns("replay_"), replay_settle_s=settle_seconds, **turn_columns(replayed[r.name]))
-            if r.graphed:  # the rung is its replay: launched and graphed are one measurement
-                row.update(launched_columns(timings, budget))
-            row.update(graphed_columns(timings, row["median_ms"], budget))
-            print(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms", flush=True)
-        if not r.graphed:
-            check(r, ladder.step(r))
+        if run.ok(r):
+            run.record(r, launched.get(r.name), replayed.get(r.name), phases.get(r.name), budget)
+            if not r.graphed:
+                run.check(r, ladder.step(r))
 
     if kernels_out:
         ran = [r for r in rungs if rows[r.name]["status"] == "ok"]
@@ -479,13 +362,168 @@ def run_ladder(
         write_rows(kernels.assign(**base).to_dict("records"), kernels_out)
 
     peak = peak_tflops(env["device_name"], "bf16")
-    cfg = ladder.model.cfg
-    flops = step_flops(cfg, batch_size, context_length, "train_step")
+    flops = step_flops(ladder.model.cfg, batch_size, context_length, "train_step")
     for row in rows.values():
         row.update(params=params, **rates)
         if row["status"] == "ok":
             row.update(rates_of(row, flops, peak, batch_size * context_length, params))
     return list(rows.values())
+
+
+def first_row(rung: Rung, order: int, base: dict, device: torch.device) -> dict:
+    """A rung's row before it runs: its recipe, and 'skipped' with the reason where it needs a GPU
+    that ``device`` is not."""
+    skipped = device.type != "cuda" and rung.gpu_only
+    return {
+        **base,
+        "rung": rung.name,
+        "order": order,
+        "adds": rung.adds,
+        "on_ladder": rung.on_ladder,
+        "precision": rung.precision,
+        "compile": rung.compile,
+        "attention": rung.attention,
+        "optimizer": rung.optimizer,
+        "graphed": rung.graphed,
+        "weights": rung.weights,
+        "in_backward": rung.in_backward,
+        "status": "skipped" if skipped else "ok",
+        "note": rung.gpu_only if device.type != "cuda" else "",
+    }
+
+
+class LadderRun:
+    """One point's rungs on one ``Ladder``, filling their ``rows``: the timed turns, then the kernel
+    profiles and loss checks, which may disturb the clock and so come after every timed block."""
+
+    def __init__(self, ladder: Ladder, rows: dict[str, dict], settle_seconds: float, check_steps: int):
+        self.ladder, self.rows, self.device = ladder, rows, ladder.device
+        self.settle_seconds, self.check_steps = settle_seconds, check_steps
+        self.initial_loss = float("nan")
+        if check_steps:
+            ladder.reset()
+            self.initial_loss = ladder.loss()
+
+    def ok(self, r: Rung) -> bool:
+        return self.rows[r.name]["status"] == "ok"
+
+    def take_turns(self, live: list[Rung], warmup_steps: int, budget: Budget) -> tuple[dict, dict, dict]:
+        """Every rung in ``ROUNDS`` turns, A B C A B C, each in blocks of its own: from the initial
+        weights, held ``settle_seconds`` untimed, then timed while the SM clock and power are sampled;
+        a launched rung's launched block, then its replay. The H100 trains these models at its power
+        limit, and its clock follows the last second or so of work: steps interleaved one by one, A B
+        A B, would each run at a clock set by their neighbours (a launched step came out 9% faster
+        than after a hold of its own, notes/ladder-power.md). One graph at a time: two graphed steps
+        of a 2.7B model do not fit beside each other.
+
+        Returns each rung's launched turns, its replayed turns, and each phase's times (s) over its
+        launched turns' timed steps."""
+        ladder, rows, device = self.ladder, self.rows, self.device
+        gpu = nvidia_smi_id(device)
+        turn_budget = replace(budget, max_seconds=budget.max_seconds / ROUNDS)
+        launched, replayed, phases = {}, {}, {}
+        for turn in range(ROUNDS):
+            for r in live:
+                if self.ok(r) and not r.graphed:
+                    ladder.start(r.name)
+                    step = ladder.step(r, timed_phases=True)
+                    block = timed_block(r.name, step, device, warmup_steps, turn_budget, self.settle_seconds, gpu)
+                    if block.timings.error is not None:
+                        rows[r.name].update(status="oom", note=str(block.timings.error).splitlines()[0])
+                        print(f"{r.name:>18} oom", flush=True)
+                    else:
+                        launched.setdefault(r.name, []).append(block)
+                        clock, n = ladder.clocks[r.name], len(block.timings.host_s)
+                        for phase in PHASES:
+                            phases.setdefault(r.name, {}).setdefault(phase, []).extend(clock.seconds(phase, last=n))
+                        if turn == 0:
+                            rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
+                        print(f"{r.name:>18} launched {block.median_ms:9.2f} ms", flush=True)
+                    del step
+                    self.release()
+                if not self.ok(r) or (device.type != "cuda" and not r.graphed):
+                    continue
+                if (replay := self.captured(r)) is None:
+                    continue
+                block = timed_block(r.name, replay, device, 1, turn_budget, self.settle_seconds, gpu)
+                if block.timings.error is not None:
+                    rows[r.name].update(note=f"graph replay: {str(block.timings.error).splitlines()[0]}")
+                else:
+                    replayed.setdefault(r.name, []).append(block)
+                    print(f"{r.name:>18} replayed {block.median_ms:9.2f} ms", flush=True)
+                del replay
+                self.release()
+        return launched, replayed, phases
+
+    def profile_and_check_graphed(self, live: list[Rung], profile: bool) -> dict[str, pd.DataFrame]:
+        """Each graphed rung captured once more: its kernels profiled in the replay (if ``profile``),
+        then its loss check. Returns the profiles by rung name."""
+        profiles = {}
+        for r in live:
+            if not self.ok(r) or not r.graphed or (replay := self.captured(r)) is None:
+                continue
+            if profile:
+                profiles[r.name] = kernel_times(replay, self.device, self.settle_seconds).assign(
+                    rung=r.name, status="ok", profiled="replay"
+                )
+            self.check(r, replay)
+            del replay
+            self.release()
+        return profiles
+
+    def record(self, r: Rung, launched: list | None, replayed: list | None, phases: dict | None, budget: Budget):
+        """Pool ``r``'s turns into its row: launched statistics and phases, replay statistics, the clock
+        and power in each, and each turn's median."""
+        row = self.rows[r.name]
+        if launched:
+            timings, clocks = pooled(launched)
+            row.update(launched_columns(timings, budget))
+            row.update(clocks.columns("launched_"), **turn_columns(launched, "launched_"))
+            row.update({PHASES[p]: 1e3 * statistics.median(seconds) for p, seconds in phases.items()})
+        if replayed:
+            timings, clocks = pooled(replayed)
+            row.update(clocks.columns("replay_"), replay_settle_s=self.settle_seconds, **turn_columns(replayed))
+            if r.graphed:  # the rung is its replay: launched and graphed are one measurement
+                row.update(launched_columns(timings, budget))
+            row.update(graphed_columns(timings, row["median_ms"], budget))
+            print(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms", flush=True)
+
+    def check(self, rung: Rung, step) -> None:
+        """Train ``check_steps`` steps of ``step`` from the initial weights; record the loss after."""
+        if not self.check_steps:
+            return
+        self.ladder.start(rung.name)
+        try:
+            for _ in range(self.check_steps):
+                step()
+        except torch.OutOfMemoryError as error:
+            self.rows[rung.name]["note"] = f"loss check: {str(error).splitlines()[0]}"
+            return
+        self.rows[rung.name].update(
+            check_steps=self.check_steps,
+            check_lr=self.ladder.lr,
+            initial_loss=self.initial_loss,
+            loss_after_check=self.ladder.loss(),
+        )
+
+    def captured(self, r: Rung):
+        """``r``'s step as a CUDA graph from the initial weights and an empty AdamW state, or None with
+        the reason in its row (a graphed rung then did not run)."""
+        self.ladder.start(r.name)
+        try:
+            return capture_graph(self.ladder.step(r), self.device, after_warmup=self.ladder.drop_grads)
+        except GraphUnavailable as reason:
+            self.rows[r.name].update(
+                note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
+            )
+            print(f"{r.name:>18} {reason}", flush=True)
+            self.ladder.drop_bf16()
+            return None
+
+    def release(self) -> None:
+        """After ``del`` of a step or replay: its memory and the bf16 copies go back before the next."""
+        self.ladder.drop_grads()
+        self.ladder.drop_bf16()
 
 
 def kernel_profile(ladder: Ladder, rung: Rung, settle_s: float = 0.0) -> pd.DataFrame:
