@@ -533,7 +533,8 @@ LADDER_TOP = REFERENCE / "ladder-top"
 def test_ladder_top_slice_is_rendered_and_its_claims_are_the_csvs():
     """The update inside the backward on top of the ladder: the section re-rendered at one commit, and
     the README's numbers recomputed: the top rung's gain over bf16_weights, the speed bar met at the
-    median in two processes but not resolved against 1.1, the MFU bar not met, and the kernel split."""
+    median in two processes but not resolved against 1.1, the MFU bar not met, the kernel split, and
+    the small point redone after the refactor."""
     from lmperf.report import ladder_section
 
     ladder, kernels = render.read(LADDER_TOP / "ladder.csv"), render.read(LADDER_TOP / "ladder_kernels.csv.gz")
@@ -581,3 +582,11 @@ def test_ladder_top_slice_is_rendered_and_its_claims_are_the_csvs():
     assert f"attention {by['other']:.1f} ms" in readme
     capped = big.loc["fused_adamw":]  # every replay from fused_adamw on
     assert capped["replay_clock_event_reasons"].map(lambda v: int(v, 16) & 0x4).all()
+
+    redone = render.read(LADDER_TOP / "refactor/small-ctx1024.csv").set_index("rung")
+    small = ok[ok["size"] == "small"].set_index("rung")
+    assert set(redone["commit"]) == {"99b8d44788af"} and (redone["status"] == "ok").all()
+    replay = (redone["graphed_median_ms"] / small["graphed_median_ms"] - 1).abs().max()
+    launched = (redone["median_ms"] / small["median_ms"] - 1).abs().max()
+    assert f"within {100 * replay:.1f}% of this slice's" in readme
+    assert f"moved by up to {100 * launched:.0f}%" in readme
