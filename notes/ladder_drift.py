@@ -11,8 +11,9 @@ named on the command line, in order:
     check      the ladder's loss check: reset, 20 replays, one fp32 eager forward
     state      an empty AdamW state, the weights kept (``Ladder.empty_state``)
     recapture  the graph captured again (the ladder captures each rung's graph anew for each turn)
-    optbench   the ladder's optimizers alone (``optimizer_graphed_ms``: every gradient set to ones), then
-               a new capture, as between the ladder's launched rungs and its replays
+    optbench   what the ladder's optimizers-alone pass (``optimizer_graphed_ms``) did to the model until
+               99b8d44788af, when it began to reset it: every gradient set to ones, OPTBENCH_STEPS AdamW
+               steps on the model's own weights and state (this form not yet run); then a new capture
     launched   (first only, before the capture) 20 launched steps of the same rung's step
 
 Each block prints its median step, SM clock, power, temperature, clock-event reasons and the loss
@@ -28,10 +29,11 @@ import torch
 
 from lmperf.measure import capture_graph
 from lmperf.measure.power import nvidia_smi_id, sampled
-from lmperf.studies.ladder import RUNGS, Ladder, kernel_times, optimizer_graphed_ms
+from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 
 size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 BLOCK = 25
+OPTBENCH_STEPS = 30  # about what do_bench's 25 + 200 ms ran of four ~33 ms AdamW graphs at 2.7B
 SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
 
 device = torch.device("cuda")
@@ -98,7 +100,11 @@ for action in actions:
         del replay
         ladder.drop_grads()
         if action == "optbench":
-            print("optimizers alone:", optimizer_graphed_ms(ladder, device), flush=True)
+            for p in ladder.model.parameters():
+                p.grad = torch.ones_like(p)
+            for _ in range(OPTBENCH_STEPS):
+                ladder.optimizers[Ladder.OWNER].step()
+            ladder.drop_grads()
         replay = capture()
     else:
         raise SystemExit(f"unknown action {action!r}: see the docstring")
