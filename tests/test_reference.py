@@ -19,6 +19,11 @@ def e2e() -> pd.DataFrame:
     return render.read(SLICE / "e2e.csv")
 
 
+def readme_of(directory: Path) -> str:
+    """A slice's README with its line breaks as spaces, so that a claim reads the same across them."""
+    return " ".join((directory / "README.md").read_text().split())
+
+
 def assert_rendered(directory: Path, rendered: str) -> None:
     """A slice's sections.md is what the renderer makes of its CSVs, and every figure it links is a PNG."""
     text = (directory / "sections.md").read_text()
@@ -316,7 +321,7 @@ def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
     from lmperf.report.e2e_analysis import attention_ratios
 
     commit = "49213762441f"
-    readme = " ".join((ONE_COMMIT / "README.md").read_text().split())  # claims across line breaks
+    readme = readme_of(ONE_COMMIT)
     e2e = render.read(ONE_COMMIT / "e2e.csv")
     assert set(e2e["commit"]) == {commit} and len(e2e) == 648
     rows = e2e[e2e["status"] == "ok"]
@@ -370,7 +375,7 @@ def test_one_commit_profile_slice_is_rendered_and_its_check_against_e2e_says_wha
     e2e = every_e2e_row_at_the_one_commit()
     assert_rendered(PROFILE_ONE_COMMIT, profile_section.render(kernels, timing, e2e))
 
-    readme = " ".join((PROFILE_ONE_COMMIT / "README.md").read_text().split())  # claims across line breaks
+    readme = readme_of(PROFILE_ONE_COMMIT)
     answers = profile_section.answers(kernels, timing, e2e)
     busy, host = answers[answers["busy_forward"] >= 0.9], answers[answers["busy_forward"] < 0.9]
     agree = busy["agreement"].abs().sort_values()
@@ -419,7 +424,7 @@ def test_ladder_hold_slice_is_rendered_and_says_what_its_two_runs_show():
     assert set(before["commit"]) == {"208c14703772"} and "replay_settle_s" not in before
     assert_rendered(LADDER_HOLD, ladder_section.render(ladder, kernels))
 
-    readme = " ".join((LADDER_HOLD / "README.md").read_text().split())
+    readme = readme_of(LADDER_HOLD)
     now, before = ladder.set_index("rung"), before.set_index("rung")
     ran = now.index[now["status"] == "ok"]
     assert (now.loc[ran, "replay_settle_s"] == 5).all() and (now.loc[ran, "replay_settle_steps"] >= 18).all()
@@ -451,7 +456,7 @@ def test_ladder_turns_slice_is_rendered_and_its_claims_are_the_csvs():
     assert set(earlier["commit"]) == {"152631d97a59"} and "replay_turns" not in earlier
     assert_rendered(LADDER_TURNS, ladder_section.render(ladder, kernels))
 
-    readme = " ".join((LADDER_TURNS / "README.md").read_text().split())
+    readme = readme_of(LADDER_TURNS)
     rows = ladder.set_index("rung")
     turn = {r: split_ms(rows.loc[r, "replay_turn_ms"]) for r in ("cuda_graph", "bf16_weights", "in_backward")}
     watts = {r: split_ms(rows.loc[r, "replay_turn_power_w"]) for r in turn}
@@ -492,7 +497,7 @@ def test_ladder_steady_slice_is_rendered_and_its_claims_are_the_csvs():
     ladder, kernels = render.read(LADDER_STEADY / "ladder.csv"), render.read(LADDER_STEADY / "ladder_kernels.csv.gz")
     assert set(ladder["commit"]) == set(kernels["commit"]) == {"4ecae3f94da1"}
     assert_rendered(LADDER_STEADY, ladder_section.render(ladder, kernels))
-    readme = " ".join((LADDER_STEADY / "README.md").read_text().split())
+    readme = readme_of(LADDER_STEADY)
 
     ok = ladder[ladder["status"] == "ok"]
     spread = ok["replay_turn_ms"].map(lambda cell: max(split_ms(cell)) / min(split_ms(cell)) - 1)
@@ -541,7 +546,7 @@ def test_ladder_top_slice_is_rendered_and_its_claims_are_the_csvs():
     second = render.read(LADDER_TOP / "second/2.7B-ctx1024.csv").set_index("rung")
     assert set(ladder["commit"]) == set(kernels["commit"]) == set(second["commit"]) == {"1e881b9b7872"}
     assert_rendered(LADDER_TOP, ladder_section.render(ladder, kernels))
-    readme = " ".join((LADDER_TOP / "README.md").read_text().split())
+    readme = readme_of(LADDER_TOP)
 
     ok = ladder[ladder["status"] == "ok"]
     gain = {}

@@ -98,7 +98,7 @@ RUNGS = (
     ),
 )
 
-ROUNDS = 2  # turns each rung takes, A B C A B C (``run_ladder``)
+ROUNDS = 2  # turns each rung takes, A B C A B C (``LadderRun.take_turns``)
 
 PHASES = {"forward": "forward_ms", "backward": "backward_ms", "optimizer step": "optimizer_ms"}  # make_step's names
 
