@@ -2,7 +2,9 @@
 (notes/ladder-power.md)
 
 Arms take turns, A B A B: each arm is a rung of the ladder, ``rung:replay`` (its step captured as a
-CUDA graph) or ``rung:launched`` (its step launched as it is). Each turn starts from the initial
+CUDA graph) or ``rung:launched`` (its step launched as it is); ``rung:replay:C`` captures the step
+with C SMs carved out of every cuBLAS GEMM (``torch._C._set_sm_carveout_experimental``), so that the
+in-backward AdamW on its side stream has SMs of its own. Each turn starts from the initial
 weights and an empty AdamW state, runs the arm untimed for 5 s, then times STEPS steps (CUDA events)
 while nvidia-smi samples clock, power, temperature and clock-event reasons every 100 ms.
 
@@ -21,12 +23,12 @@ from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder
 
 size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-arms = [arm.split(":") for arm in sys.argv[4:]]
+arms = [(*arm.split(":"), "")[:3] for arm in sys.argv[4:]]
 STEPS = 30
 SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
 
 device = torch.device("cuda")
-rungs = {r.name: r for r in RUNGS if r.name in {name for name, _ in arms}}
+rungs = {r.name: r for r in RUNGS if r.name in {arm[0] for arm in arms}}
 ladder = Ladder(size, context, 4, device, list(rungs.values()))
 gpu = nvidia_smi_id(device)
 
@@ -41,18 +43,20 @@ def timed(step) -> list[float]:
     return [a.elapsed_time(b) for a, b in zip(events, events[1:])]
 
 
-print("round rung how median_ms sm_mhz power_w temp_c reasons", flush=True)
+print("round rung how carveout median_ms sm_mhz power_w temp_c reasons", flush=True)
 for k in range(rounds):
-    for name, how in arms:
+    for name, how, carveout in arms:
         ladder.start(name)
         step = ladder.step(rungs[name])
         if how == "replay":
+            torch._C._set_sm_carveout_experimental(int(carveout) if carveout else None)
             step = capture_graph(step, device, after_warmup=ladder.drop_grads)
+            torch._C._set_sm_carveout_experimental(None)
         hold(step, device, 5.0)
         with sampled(gpu) as clocks:
             ms = timed(step)
         c = clocks.columns("")
-        print(k, name, how, f"{statistics.median(ms):.2f}", *(c[f] for f in SHOWN), flush=True)
+        print(k, name, how, carveout or 0, f"{statistics.median(ms):.2f}", *(c[f] for f in SHOWN), flush=True)
         del step
         ladder.drop_grads()
         ladder.drop_bf16()

@@ -30,7 +30,7 @@ RULES: list[tuple[str, re.Pattern]] = [
             r"gemm|cutlass|xmma|nvjet|wgmma|cublas|\bmm\b|aten::(mm|bmm|addmm|matmul|linear|einsum)\b|_mm_", re.I
         ),
     ),
-    ("reduction", re.compile(r"reduce|aten::(sum|mean|amax|max|min|norm|logsumexp)\b|triton_(per|red)_", re.I)),
+    ("reduction", re.compile(r"reduce|rmsnorm|aten::(sum|mean|amax|max|min|norm|logsumexp)\b|triton_(per|red)_", re.I)),
     (
         "elementwise",
         re.compile(

@@ -46,6 +46,7 @@ from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
 from lmperf.measure.timing import Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
+from lmperf.model.fused_rmsnorm import FusedNormsLM
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
@@ -62,6 +63,7 @@ class Rung:
     graphed: bool = False  # the whole step replayed as a CUDA graph
     weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
     in_backward: bool = False  # each parameter's update runs as its gradient lands, beside the backward
+    norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.model.fused_rmsnorm, stream in the norms)
     on_ladder: bool = True  # False: measured beside the ladder
 
     @property
@@ -86,6 +88,14 @@ RUNGS = (
         graphed=True,
         weights="bf16",
         in_backward=True,
+    ),
+    Rung(
+        "fused_norms",
+        "+ our RMSNorm kernels (Triton): the residual adds in the norms, their gradients in one pass",
+        graphed=True,
+        weights="bf16",
+        in_backward=True,
+        norms="fused",
     ),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
@@ -160,6 +170,8 @@ class Ladder:
         self.initial = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         compile_blocks(self.model)
         self.whole = torch.compile(self.model, dynamic=False)
+        self.fused_norms = FusedNormsLM(self.model)
+        self.fused_norms.compile_blocks()
         self.linears = [m for m in self.model.modules() if isinstance(m, Linear)]
         self.weights = {"fp32": [m.weight for m in self.linears]}
         self.optimizers = {self.OWNER: make_optimizer("lmperf", self.model.parameters(), lr=self.lr)}
@@ -204,7 +216,7 @@ class Ladder:
 
     def step(self, rung: Rung, timed_phases: bool = False):
         """The rung's train step; ``timed_phases`` records forward, backward and optimizer times."""
-        model = self.whole if rung.compile == "model" else self.model
+        model = self.whole if rung.compile == "model" else self.fused_norms if rung.norms == "fused" else self.model
         kwargs = {"phase": self.clocks[rung.name]} if timed_phases else {}
         optimizer = self.optimizer(rung.optimizer, rung.weights)
         if rung.in_backward:
@@ -387,6 +399,7 @@ def first_row(rung: Rung, order: int, base: dict, device: torch.device) -> dict:
         "graphed": rung.graphed,
         "weights": rung.weights,
         "in_backward": rung.in_backward,
+        "norms": rung.norms,
         "status": "skipped" if skipped else "ok",
         "note": rung.gpu_only if device.type != "cuda" else "",
     }
