@@ -595,3 +595,48 @@ def test_ladder_top_slice_is_rendered_and_its_claims_are_the_csvs():
     launched = (redone["median_ms"] / small["median_ms"] - 1).abs().max()
     assert f"within {100 * replay:.1f}% of this slice's" in readme
     assert f"moved by up to {100 * launched:.0f}%" in readme
+
+
+LADDER_NORMS = REFERENCE / "ladder-norms"
+
+
+def test_ladder_norms_slice_is_rendered_and_its_claims_are_the_csvs():
+    """Our RMSNorm kernels on top of the ladder: the section re-rendered, and the README's numbers
+    recomputed: no resolved gain over in_backward in the ladder's process, ahead in every round of the
+    A/B run and in both turns of the killed pipeline try, the speed bar at its edge, the MFU bar not
+    met."""
+    from lmperf.report import ladder_section
+
+    ladder = render.read(LADDER_NORMS / "ladder.csv")
+    assert set(ladder["commit"]) == {"e65fe7b50dbc"}
+    assert_rendered(LADDER_NORMS, ladder_section.render(ladder, None))
+    readme = readme_of(LADDER_NORMS)
+    rows = ladder[ladder["status"] == "ok"].set_index("rung")
+    top, inside, anchor = rows.loc["fused_norms"], rows.loc["in_backward"], rows.loc["torch_stack"]
+    assert top["on_ladder"] and top["norms"] == "fused" and ladder.iloc[-3]["rung"] == "fused_norms"
+
+    value, low, high = ladder_section.speedup(inside, top)
+    assert low < 1 < high  # not resolved
+    assert f"`fused_norms` over `in_backward` {value:.3f}× (CI {low:.3f}–{high:.3f})" in readme
+    turns = [a / b for a, b in zip(ladder_section.times(inside), ladder_section.times(top))]
+    assert min(turns) < 1 < max(turns)  # "ahead in one turn and behind in the other"
+
+    order = pd.read_csv(LADDER_NORMS / "order.txt", sep=" ").pivot(index="round", columns="rung", values="median_ms")
+    gains = order["in_backward"] / order["fused_norms"] - 1
+    assert (gains > 0).all() and f"by {100 * gains.min():.1f}–{100 * gains.max():.1f}%" in readme
+    log = (LADDER_NORMS / "log-2.7B-ctx1024-pipeline-killed.txt").read_text()
+    turn = {r: [float(v) for v in re.findall(rf"^\s*{r} replayed\s+([\d.]+) ms", log, re.M)] for r in rows.index}
+    killed = [a / b for a, b in zip(turn["in_backward"], turn["fused_norms"], strict=True)]
+    assert len(killed) == 2 and f"({killed[0]:.3f}× and {killed[1]:.3f}×" in readme
+
+    bar = {name: ladder_section.speedup(anchor, rows.loc[name]) for name in ("fused_norms", "in_backward")}
+    value, low, high = bar["fused_norms"]
+    assert value >= 1.1 and round(low, 3) == 1.1  # the CI's low end at the bar
+    assert f"takes {top['median_ms']:.1f} ms, {value:.3f}× the torch stack launched" in readme
+    assert f"({anchor['median_ms']:.1f} ms; CI {low:.3f}–{high:.3f})" in readme
+    value, low, high = bar["in_backward"]
+    assert f"`in_backward` in the same process {value:.3f}× (CI {low:.3f}–{high:.3f})" in readme
+    at_bar = top["model_tflop_per_step"] / (0.5 * top["peak_tflops"]) * 1e3
+    assert top["mfu"] < 0.5 and f"{100 * top['mfu']:.1f}% MFU; the bar is 50%, {at_bar:.0f} ms" in readme
+    before = render.read(LADDER_TOP / "ladder.csv").query("size == '2.7B' and rung == 'torch_stack'")
+    assert f"The torch stack took {anchor['median_ms']:.1f} ms here against {before['median_ms'].iloc[0]:.1f}" in readme
