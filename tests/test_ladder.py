@@ -399,3 +399,40 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
     assert [e[1] for e in events if e[0] == "time"] == ["a", "b", "c"] * study.ROUNDS  # turns, block by block
     assert rows["a"]["launched_turns"] == study.ROUNDS and rows["a"]["n_steps"] >= 2 * study.ROUNDS
     assert rows["a"]["forward_ms"] > 0 and rows["a"]["loss_after_check"] < rows["a"]["initial_loss"]
+
+
+def test_launched_kernel_profile_starts_from_the_initial_weights(monkeypatch):
+    """A launched rung's kernel profile runs after the loss checks have trained the model: it starts
+    from the initial weights and an empty AdamW state, as every timed block does (what a GEMM's
+    operands are moves its power, notes/ladder-power.md)."""
+    from lmperf.studies import ladder as study
+
+    rung = Rung("a", "", "fp32", "eager", "naive", "lmperf")
+    ladder = Ladder("nano", 16, 2, torch.device("cpu"), [rung])
+    run = study.LadderRun(ladder, {"a": {"status": "ok"}}, settle_seconds=0.0, check_steps=5)
+    run.check(rung, ladder.step(rung))
+    assert run.rows["a"]["loss_after_check"] < run.initial_loss  # the check trained the weights
+    seen, step_of = [], ladder.step
+
+    def from_start(r, **kwargs):  # the profiled step, noting where its first call (the warm-up) starts
+        inner = step_of(r, **kwargs)
+
+        def step():
+            if not seen:
+                state = ladder.optimizers[Ladder.OWNER].state.values()
+                weights = ladder.model.state_dict().items()
+                seen.append(
+                    all(torch.equal(v, ladder.initial[k]) for k, v in weights)
+                    and all(not t.any() for s in state for t in s.values())
+                )
+            inner()
+
+        return step
+
+    monkeypatch.setattr(ladder, "step", from_start)
+    kernels = pd.DataFrame({"kernel": ["k"], "category": ["gemm"], "calls_per_step": [1.0], "ms_per_step": [1.0]})
+    monkeypatch.setattr(study, "kernel_times", lambda step, device, settle_s=0.0: kernels)
+    profile = run.profile_launched(rung)
+    assert seen == [True]
+    assert list(profile["rung"]) == ["a"] and list(profile["profiled"]) == ["launched"]
+    assert all(p.grad is None for p in ladder.model.parameters())  # released

@@ -362,11 +362,9 @@ def run_ladder(
                 run.check(r, ladder.step(r))
 
     if kernels_out:
-        ran = [r for r in rungs if rows[r.name]["status"] == "ok"]
+        ran = [r for r in live if run.ok(r)]
         if device.type == "cuda":
-            kernels = pd.concat(
-                [profiles[r.name] if r.name in profiles else kernel_profile(ladder, r, settle_seconds) for r in ran]
-            )
+            kernels = pd.concat([profiles[r.name] if r.name in profiles else run.profile_launched(r) for r in ran])
         else:
             kernels = pd.DataFrame(
                 {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
@@ -441,8 +439,10 @@ class LadderRun:
                     ladder.start(r.name)
                     step = ladder.step(r, timed_phases=True)
                     block = timed_block(r.name, step, device, warmup_steps, turn_budget, self.settle_seconds, gpu)
-                    if block.timings.error is not None:
-                        rows[r.name].update(status="oom", note=str(block.timings.error).splitlines()[0])
+                    if block.timings.error is not None:  # a rung that cannot run its turns is an OOM row
+                        rows[r.name].update(
+                            status="oom", note=f"turn {turn + 1}: {str(block.timings.error).splitlines()[0]}"
+                        )
                         print(f"{r.name:>18} oom", flush=True)
                     else:
                         launched.setdefault(r.name, []).append(block)
@@ -533,24 +533,26 @@ class LadderRun:
             self.ladder.drop_bf16()
             return None
 
+    def profile_launched(self, r: Rung) -> pd.DataFrame:
+        """GPU time per kernel of ``r``'s launched step under torch.profiler, from the initial weights
+        and an empty AdamW state, as every timed block: the loss checks before it trained the model."""
+        self.ladder.start(r.name)
+        step = self.ladder.step(r)
+        try:
+            step()
+            return kernel_times(step, self.device, self.settle_seconds).assign(
+                rung=r.name, status="ok", profiled="launched"
+            )
+        except torch.OutOfMemoryError as error:
+            return pd.DataFrame({"rung": [r.name], "status": "oom", "note": str(error).splitlines()[0]})
+        finally:
+            del step
+            self.release()
+
     def release(self) -> None:
         """After ``del`` of a step or replay: its memory and the bf16 copies go back before the next."""
         self.ladder.drop_grads()
         self.ladder.drop_bf16()
-
-
-def kernel_profile(ladder: Ladder, rung: Rung, settle_s: float = 0.0) -> pd.DataFrame:
-    """GPU time per kernel of ``rung``'s launched step, under torch.profiler."""
-    ladder.before(rung.name)
-    step = ladder.step(rung)
-    try:
-        step()
-        return kernel_times(step, ladder.device, settle_s).assign(rung=rung.name, status="ok", profiled="launched")
-    except torch.OutOfMemoryError as error:
-        return pd.DataFrame({"rung": [rung.name], "status": "oom", "note": str(error).splitlines()[0]})
-    finally:
-        ladder.drop_grads()
-        ladder.drop_bf16()
 
 
 def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int = 3) -> pd.DataFrame:
