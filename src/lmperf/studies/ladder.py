@@ -14,7 +14,8 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 2.7B model on 80 GB. The in-backward rung runs its AdamW from hooks on the model's parameters
 (``lmperf.model.optim_in_backward``), armed during its own steps only. The bf16-weights rung
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
-masters.
+masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
+``FusedNormsLM``, whose blocks are compiled as the model's are.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
