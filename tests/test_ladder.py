@@ -10,7 +10,7 @@ from lmperf.model import make_optimizer
 from lmperf.model.fused_rmsnorm import add_rmsnorm, rmsnorm
 from lmperf.report import ladder_section
 from lmperf.report.render import read
-from lmperf.studies.ladder import RUNGS, Ladder, Rung, share_state
+from lmperf.studies.ladder import RUNGS, Ladder, LadderRun, Rung, share_state
 
 
 def _params(dtype):
@@ -103,20 +103,15 @@ def test_fused_norms_rung_trains_like_the_compiled_norms_rung():
         Rung("fused", "", compile="eager", attention="naive", weights="bf16", in_backward=True, norms="fused"),
     )
     ladder = Ladder("nano", 16, 2, torch.device("cpu"), rungs)
-    ladder.reset()
-    initial = ladder.loss()
-    losses = {}
+    run = LadderRun(ladder, {r.name: {} for r in rungs}, settle_seconds=0.0, check_steps=5)
     for rung in rungs:
-        ladder.start(rung.name)
-        step = ladder.step(rung)
-        for _ in range(5):
-            step()
-        losses[rung.name] = ladder.loss()
-    drop = initial - losses["inside"]
+        run.check(rung, ladder.step(rung))
+    losses = {name: row["loss_after_check"] for name, row in run.rows.items()}
+    drop = run.initial_loss - losses["inside"]
     assert drop > 0.1
     assert losses["fused"] != losses["inside"] and abs(losses["fused"] - losses["inside"]) < 0.02 * drop
     ladder.reset()
-    assert ladder.loss() == initial
+    assert ladder.loss() == run.initial_loss
 
 
 @pytest.mark.parametrize("other", ["lmperf_fused", "torch_fused"])
@@ -409,7 +404,7 @@ def test_launched_kernel_profile_starts_from_the_initial_weights(monkeypatch):
 
     rung = Rung("a", "", "fp32", "eager", "naive", "lmperf")
     ladder = Ladder("nano", 16, 2, torch.device("cpu"), [rung])
-    run = study.LadderRun(ladder, {"a": {"status": "ok"}}, settle_seconds=0.0, check_steps=5)
+    run = LadderRun(ladder, {"a": {"status": "ok"}}, settle_seconds=0.0, check_steps=5)
     run.check(rung, ladder.step(rung))
     assert run.rows["a"]["loss_after_check"] < run.initial_loss  # the check trained the weights
     seen, step_of = [], ladder.step

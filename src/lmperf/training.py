@@ -56,8 +56,8 @@ def use_attention(model: TransformerLM, attention: str) -> None:
         block.attn.attention = function
 
 
-def compile_blocks(model: TransformerLM) -> None:
-    """Compile each Transformer block in place (regional compilation).
+def compile_blocks(model: torch.nn.Module) -> None:
+    """Compile each Transformer block of ``model.layers`` in place (regional compilation).
 
     The blocks share one code object, so torch.compile traces one block and reuses it for all
     layers: compile time stays that of one block instead of growing with depth, which is what

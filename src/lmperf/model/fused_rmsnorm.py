@@ -98,8 +98,8 @@ class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, r, weight, eps, out_dtype):
         x = x.contiguous()
-        rows = x.view(-1, x.shape[-1])
-        n_rows, n_cols = rows.shape
+        n_cols = x.shape[-1]
+        n_rows = x.numel() // n_cols
         h = torch.empty_like(x) if r is not None else x
         n = torch.empty(x.shape, dtype=out_dtype, device=x.device)
         rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
@@ -172,23 +172,19 @@ class FusedNormsLM(nn.Module):
     """``model``'s forward with the norms fused to the residual stream (same modules, same weights).
 
     Each block's ln1 is computed by the block before it, the first one's from the embedding, and
-    the final norm by the last block. Call ``compile_blocks`` to compile each block as the model's
-    own are (one trace shared by all).
+    the final norm by the last block. Its blocks are ``layers``, as the model's are, so that
+    ``lmperf.training.compile_blocks`` compiles them the same way (one trace shared by all).
     """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
         after = [b.ln1 for b in model.layers[1:]] + [model.ln_final]
-        self.blocks = nn.ModuleList(FusedNormsBlock(b, n) for b, n in zip(model.layers, after, strict=True))
-
-    def compile_blocks(self) -> None:
-        for block in self.blocks:
-            block.compile(dynamic=False)
+        self.layers = nn.ModuleList(FusedNormsBlock(b, n) for b, n in zip(model.layers, after, strict=True))
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         first = self.model.layers[0].ln1
         x, h = rmsnorm(self.model.token_embeddings(token_ids), first.weight, first.eps)
-        for block in self.blocks:
+        for block in self.layers:
             x, h = block(x, h)
         return self.model.lm_head(h)

@@ -32,7 +32,7 @@ change what a step costs.
 
 import argparse
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import pandas as pd
 import torch
@@ -172,7 +172,7 @@ class Ladder:
         compile_blocks(self.model)
         self.whole = torch.compile(self.model, dynamic=False)
         self.fused_norms = FusedNormsLM(self.model)
-        self.fused_norms.compile_blocks()
+        compile_blocks(self.fused_norms)
         self.linears = [m for m in self.model.modules() if isinstance(m, Linear)]
         self.weights = {"fp32": [m.weight for m in self.linears]}
         self.optimizers = {self.OWNER: make_optimizer("lmperf", self.model.parameters(), lr=self.lr)}
@@ -385,20 +385,12 @@ def first_row(rung: Rung, order: int, base: dict, device: torch.device) -> dict:
     """A rung's row before it runs: its recipe, and 'skipped' with the reason where it needs a GPU
     that ``device`` is not."""
     skipped = device.type != "cuda" and rung.gpu_only
+    recipe = {f.name: getattr(rung, f.name) for f in fields(Rung) if f.name != "name"}
     return {
         **base,
         "rung": rung.name,
         "order": order,
-        "adds": rung.adds,
-        "on_ladder": rung.on_ladder,
-        "precision": rung.precision,
-        "compile": rung.compile,
-        "attention": rung.attention,
-        "optimizer": rung.optimizer,
-        "graphed": rung.graphed,
-        "weights": rung.weights,
-        "in_backward": rung.in_backward,
-        "norms": rung.norms,
+        **recipe,
         "status": "skipped" if skipped else "ok",
         "note": rung.gpu_only if device.type != "cuda" else "",
     }
