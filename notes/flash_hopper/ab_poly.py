@@ -4,6 +4,7 @@ in one process. Rounds of do_bench medians at the leaderboard shape and at d = 1
 model's shape (4 x 20 heads x 1024, d 64) the call is replayed as a CUDA graph, since launching it
 costs the host more than the kernel takes.
 
+    git checkout 2f35ec3 -- src/lmperf/attention/flash_gluon.py  # the variant, reverted since
     PYTHONPATH=src python notes/flash_hopper/ab_poly.py [rounds]
 """
 

@@ -19,7 +19,6 @@ descriptor can address (the model's (batch, seq, heads, d) projections can).
 
 import functools
 import math
-import struct
 
 import torch
 import triton
@@ -48,40 +47,6 @@ def tiling(n: int, d: int) -> tuple[int, int]:
 
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
-EXP2_EVERY = 0  # experiment: every EXP2_EVERY-th score's 2^x on the FMA pipe (0: all on MUFU)
-
-
-def _f32(x: float) -> str:
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-def exp2_asm(every: int) -> str:
-    """PTX for 2^x of `every` scores (x <= 0, or -inf): MUFU.EX2 for all but the last, the last on the
-    FMA pipe as FlashAttention-4 does: x = n + f with n rounded to nearest by the 1.5 * 2^23 trick,
-    2^f by a degree-3 minimax polynomial on [-1/2, 1/2] (relative error 7.7e-5), n added to the
-    exponent bits. x is clamped at -126 so that 2^n stays a normal power of two."""
-    magic, c = (
-        _f32(12582912.0),
-        [_f32(x) for x in (0.9999289403695112, 0.6932762416819607, 0.24260405145947936, 0.05508868380751114)],
-    )
-    last = 2 * every - 1
-    lines = [f"ex2.approx.ftz.f32 ${i}, ${i + every};" for i in range(every - 1)]
-    lines += [
-        "{ .reg .f32 x, t, n, f, p; .reg .b32 e, b;",
-        f"max.ftz.f32 x, ${last}, {_f32(-126.0)};",
-        f"add.rn.f32 t, x, {magic};",
-        f"sub.rn.f32 n, t, {magic};",
-        "sub.rn.f32 f, x, n;",
-        f"fma.rn.f32 p, f, {c[3]}, {c[2]};",
-        f"fma.rn.f32 p, p, f, {c[1]};",
-        f"fma.rn.f32 p, p, f, {c[0]};",
-        "mov.b32 e, t;",
-        "shl.b32 e, e, 23;",
-        "mov.b32 b, p;",
-        f"add.s32 ${every - 1}, b, e; }}",
-    ]
-    return "\n".join(lines)
-
 
 @gluon.jit
 def _load_tile(desc, row, col, bar, dst, pred):
@@ -96,37 +61,14 @@ def _origin(bh, H, rows_per_batch, stride_h, row_len):
     return (bh // H) * rows_per_batch + offset // row_len, offset % row_len
 
 
-def _constraints(every):
-    return ",".join(["=r"] * every + ["r"] * every)
-
-
-ASM4, ASM8, ASM16 = (gl.constexpr(exp2_asm(k)) for k in (4, 8, 16))
-CON4, CON8, CON16 = (gl.constexpr(_constraints(k)) for k in (4, 8, 16))
-
-
 @gluon.jit
-def _exp2(x, EVERY: gl.constexpr):
-    if EVERY == 4:
-        return gl.inline_asm_elementwise(ASM4, CON4, [x], dtype=gl.float32, is_pure=True, pack=4)
-    elif EVERY == 16:
-        return gl.inline_asm_elementwise(ASM16, CON16, [x], dtype=gl.float32, is_pure=True, pack=16)
-    elif EVERY == 8:
-        return gl.inline_asm_elementwise(ASM8, CON8, [x], dtype=gl.float32, is_pure=True, pack=8)
-    else:
-        return gl.exp2(x)
-
-
-@gluon.jit
-def _softmax(
-    s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr,
-    EVERY: gl.constexpr,
-):  # fmt: skip
+def _softmax(s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr):
     """One online-softmax step on raw scores: (P, alpha, m, l), the row max m in log2 units."""
     if MASK:
         keys = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         s = gl.where(q_rows[:, None] >= keys[None, :], s, float("-inf"))
     m_new = gl.maximum(m, gl.max(s, 1) * scale_log2)
-    p = _exp2(s * scale_log2 - m_new[:, None], EVERY)  # the scale folded into one FFMA (variant 1)
+    p = gl.exp2(s * scale_log2 - m_new[:, None])  # the scale folded into one FFMA (variant 1)
     alpha = gl.exp2(m - m_new)
     return p, alpha, m_new, l * alpha + gl.sum(p, 1)
 
@@ -158,7 +100,6 @@ def _fwd_kernel(
     IS_CAUSAL: gl.constexpr,
     STAGES: gl.constexpr,
     SPLITS: gl.constexpr,
-    EVERY: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -226,7 +167,7 @@ def _fwd_kernel(
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     _load_tile(k_desc, k_row + (lo + STAGES) * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), lo + STAGES < hi)
-    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout, EVERY)
+    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(lo + 1, hi):  # key tile j sits in ring slot (j - lo) % STAGES
@@ -240,9 +181,9 @@ def _fwd_kernel(
         refill = j + STAGES < hi
         _load_tile(k_desc, k_row + (j + STAGES) * BLOCK_N, k_col, k_bars.index(slot), k_smem.index(slot), refill)
         if j >= first_masked:
-            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout, EVERY)
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
         else:
-            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout, EVERY)
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
         acc, p = warpgroup_mma_wait(0, deps=(acc, p))
         refill = j - 1 + STAGES < hi
         _load_tile(v_desc, v_row + (j - 1 + STAGES) * BLOCK_N, v_col, v_bars.index(prev), v_smem.index(prev), refill)
@@ -374,8 +315,7 @@ def _launch(
         L_part = torch.empty(splits, batch * heads, n, device=Q.device, dtype=torch.float32)
     _fwd_kernel[(n // BLOCK_M * splits, batch * heads)](
         q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], O_part, L_part,
-        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits,
-        EVERY=EXP2_EVERY, num_warps=NUM_WARPS,
+        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits, num_warps=NUM_WARPS,
     )  # fmt: skip
     if splits > 1:
         _combine[(n // BLOCK_M, batch * heads)](
@@ -427,7 +367,6 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int 
             pointers = {"O": f"*{name}", "L": "*fp32", "O_part": "*fp32", "L_part": "*fp32", "scale_log2": "fp32"}
             signature[arg] = pointers.get(arg, "i32")
     constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "SPLITS": splits, "num_warps": NUM_WARPS}
-    constexprs |= {"EVERY": EXP2_EVERY}
     for arg in constexprs:
         signature[arg] = "constexpr"
     source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
