@@ -73,16 +73,17 @@ def _softmax(
     s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr,
     SUM: gl.constexpr,
 ):  # fmt: skip
-    """One online-softmax step on raw scores: (P, alpha, m, l), the row max m in log2 units; l is
-    updated only if SUM (else the tensor cores sum P)."""
+    """One online-softmax step on raw scores: (P, alpha, m, l), the row max m in log2 units; l gains
+    P's row sums only if SUM (else the tensor cores sum P)."""
     if MASK:
         keys = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         s = gl.where(q_rows[:, None] >= keys[None, :], s, float("-inf"))
     m_new = gl.maximum(m, gl.max(s, 1) * scale_log2)
     p = gl.exp2(s * scale_log2 - m_new[:, None])  # the scale folded into one FFMA (variant 1)
     alpha = gl.exp2(m - m_new)
+    l = l * alpha
     if SUM:
-        l = l * alpha + gl.sum(p, 1)
+        l += gl.sum(p, 1)
     return p, alpha, m_new, l
 
 
@@ -139,7 +140,8 @@ def _fwd_kernel(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    # P's row sums accumulate like O, as P @ ones: 8 HGMMA issues a tile where gl.sum took 64 FADDs a thread
+    # P's row sums accumulate like O, as P @ ones: 8 HGMMA issues a tile where gl.sum took 64 FADDs a
+    # thread. The sums are then of P in bf16, so the first tile's (all of a short row) is summed in fp32.
     l_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, 8, 16]
     )
@@ -152,11 +154,13 @@ def _fwd_kernel(
     k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    if MMA_SUM:
+    if MMA_SUM:  # [zeros, ones], K-major like K's tiles
         ones_smem = gl.allocate_shared_memory(
-            dtype, [BLOCK_N, 8], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+            dtype, [2, 8, BLOCK_N], gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         )
-        ones_smem.store(gl.full([BLOCK_N, 8], 1.0, dtype, gl.BlockedLayout([1, 8], [32, 1], [num_warps, 1], [1, 0])))
+        fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+        ones_smem.index(0).store(gl.zeros([8, BLOCK_N], dtype, fill))
+        ones_smem.index(1).store(gl.full([8, BLOCK_N], 1.0, dtype, fill))
         fence_async_shared()
     for i in gl.static_range(STAGES):
         mbarrier.init(k_bars.index(i), count=1)
@@ -193,7 +197,7 @@ def _fwd_kernel(
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     _load_tile(k_desc, k_row + (lo + STAGES) * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), lo + STAGES < hi)
-    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout, not MMA_SUM)
+    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout, True)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(lo + 1, hi):  # key tile j sits in ring slot (j - lo) % STAGES
@@ -202,8 +206,8 @@ def _fwd_kernel(
         mbarrier.wait(k_bars.index(slot), ((j - lo) // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.wait(v_bars.index(prev), ((j - lo - 1) // STAGES) & 1)
-        if MMA_SUM:
-            acc_l = warpgroup_mma(p, ones_smem, acc_l, is_async=True)
+        if MMA_SUM:  # tile lo's sums are in l already: add zeros
+            acc_l = warpgroup_mma(p, ones_smem.index((j > lo + 1).to(gl.int32)).permute((1, 0)), acc_l, is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
         refill = j + STAGES < hi
@@ -229,11 +233,11 @@ def _fwd_kernel(
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
     if MMA_SUM:
-        acc_l = warpgroup_mma(p, ones_smem, acc_l, is_async=True)
+        acc_l = warpgroup_mma(p, ones_smem.index((hi - 1 > lo).to(gl.int32)).permute((1, 0)), acc_l, is_async=True)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     if MMA_SUM:
         acc, acc_l = warpgroup_mma_wait(0, deps=(acc, acc_l))
-        l = gl.convert_layout(gl.max(acc_l, 1), row_s)
+        l += gl.convert_layout(gl.max(acc_l, 1), row_s)
     else:
         acc = warpgroup_mma_wait(0, deps=(acc,))
     mbarrier.invalidate(q_bar)
