@@ -25,20 +25,14 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (
-    fence_async_shared,
-    mbarrier,
-    tma,
-    warpgroup_mma,
-    warpgroup_mma_wait,
-)
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 LOG2E = 1.4426950408889634
 BLOCK_M, NUM_WARPS = 64, 4  # 64 query rows: one warpgroup
 HEAD_SIZES = (64, 128)
 SHORT = 2048  # at d = 64, up to this many keys a 64-key tile is faster than a 128-key one
-ROW_SUM_MMA = True  # experiment: P's row sums as P @ ones on the tensor cores, not FADDs
+LAZY_RESCALE = True  # experiment: keep a stale row max while no row's grew by more than 2^8
 
 
 def tiling(n: int, d: int) -> tuple[int, int]:
@@ -71,20 +65,22 @@ def _origin(bh, H, rows_per_batch, stride_h, row_len):
 @gluon.jit
 def _softmax(
     s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr,
-    SUM: gl.constexpr,
+    LAZY: gl.constexpr,
 ):  # fmt: skip
-    """One online-softmax step on raw scores: (P, alpha, m, l), the row max m in log2 units; l gains
-    P's row sums only if SUM (else the tensor cores sum P)."""
+    """One online-softmax step on raw scores: (P, alpha, m, l, rescale), the row max m in log2 units.
+    If LAZY, the old max stays while no row's grew by more than 8 (P, l and O then stay within 2^8 of
+    their values at the exact max), and rescale says whether O must be multiplied by alpha."""
     if MASK:
         keys = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         s = gl.where(q_rows[:, None] >= keys[None, :], s, float("-inf"))
     m_new = gl.maximum(m, gl.max(s, 1) * scale_log2)
+    rescale = True
+    if LAZY:
+        rescale = gl.max(m_new - m, 0) > 8.0
+        m_new = gl.where(rescale, m_new, m)
     p = gl.exp2(s * scale_log2 - m_new[:, None])  # the scale folded into one FFMA (variant 1)
     alpha = gl.exp2(m - m_new)
-    l = l * alpha
-    if SUM:
-        l += gl.sum(p, 1)
-    return p, alpha, m_new, l
+    return p, alpha, m_new, l * alpha + gl.sum(p, 1), rescale
 
 
 @gluon.jit
@@ -114,7 +110,7 @@ def _fwd_kernel(
     IS_CAUSAL: gl.constexpr,
     STAGES: gl.constexpr,
     SPLITS: gl.constexpr,
-    MMA_SUM: gl.constexpr,
+    LAZY: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -140,12 +136,6 @@ def _fwd_kernel(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    # P's row sums accumulate like O, as P @ ones: 8 HGMMA issues a tile where gl.sum took 64 FADDs a
-    # thread. The sums are then of P in bf16, so the first tile's (all of a short row) is summed in fp32.
-    l_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, 8, 16]
-    )
-    row_l: gl.constexpr = gl.SliceLayout(1, l_layout)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -154,14 +144,6 @@ def _fwd_kernel(
     k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    if MMA_SUM:  # [zeros, ones], K-major like K's tiles
-        ones_smem = gl.allocate_shared_memory(
-            dtype, [2, 8, BLOCK_N], gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-        )
-        fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
-        ones_smem.index(0).store(gl.zeros([8, BLOCK_N], dtype, fill))
-        ones_smem.index(1).store(gl.full([8, BLOCK_N], 1.0, dtype, fill))
-        fence_async_shared()
     for i in gl.static_range(STAGES):
         mbarrier.init(k_bars.index(i), count=1)
         mbarrier.init(v_bars.index(i), count=1)
@@ -186,7 +168,6 @@ def _fwd_kernel(
     q_rows = q0 + gl.arange(0, BLOCK_M, layout=row_s)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     acc = gl.zeros([BLOCK_M, D], gl.float32, o_layout)
-    acc_l = gl.zeros([BLOCK_M, 8], gl.float32, l_layout)
     m = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
     l = gl.zeros([BLOCK_M], gl.float32, row_s)
 
@@ -197,7 +178,7 @@ def _fwd_kernel(
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     _load_tile(k_desc, k_row + (lo + STAGES) * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), lo + STAGES < hi)
-    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout, True)
+    p, alpha, m, l, rescale = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout, LAZY)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(lo + 1, hi):  # key tile j sits in ring slot (j - lo) % STAGES
@@ -206,40 +187,29 @@ def _fwd_kernel(
         mbarrier.wait(k_bars.index(slot), ((j - lo) // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.wait(v_bars.index(prev), ((j - lo - 1) // STAGES) & 1)
-        if MMA_SUM:  # tile lo's sums are in l already: add zeros
-            acc_l = warpgroup_mma(p, ones_smem.index((j > lo + 1).to(gl.int32)).permute((1, 0)), acc_l, is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
         refill = j + STAGES < hi
         _load_tile(k_desc, k_row + (j + STAGES) * BLOCK_N, k_col, k_bars.index(slot), k_smem.index(slot), refill)
         if j >= first_masked:
-            p_new, alpha, m, l = _softmax(
-                s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout, not MMA_SUM
+            p_new, alpha, m, l, rescale = _softmax(
+                s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout, LAZY
             )
         else:
-            p_new, alpha, m, l = _softmax(
-                s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout, not MMA_SUM
+            p_new, alpha, m, l, rescale = _softmax(
+                s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout, LAZY
             )
-        if MMA_SUM:
-            acc, acc_l, p = warpgroup_mma_wait(0, deps=(acc, acc_l, p))
-            acc_l = acc_l * gl.convert_layout(alpha, row_l)[:, None]
-        else:
-            acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
         refill = j - 1 + STAGES < hi
         _load_tile(v_desc, v_row + (j - 1 + STAGES) * BLOCK_N, v_col, v_bars.index(prev), v_smem.index(prev), refill)
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        if rescale:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
-    if MMA_SUM:
-        acc_l = warpgroup_mma(p, ones_smem.index((hi - 1 > lo).to(gl.int32)).permute((1, 0)), acc_l, is_async=True)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
-    if MMA_SUM:
-        acc, acc_l = warpgroup_mma_wait(0, deps=(acc, acc_l))
-        l += gl.convert_layout(gl.max(acc_l, 1), row_s)
-    else:
-        acc = warpgroup_mma_wait(0, deps=(acc,))
+    acc = warpgroup_mma_wait(0, deps=(acc,))
     mbarrier.invalidate(q_bar)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(k_bars.index(i))
@@ -361,7 +331,7 @@ def _launch(
         L_part = torch.empty(splits, batch * heads, n, device=Q.device, dtype=torch.float32)
     _fwd_kernel[(n // BLOCK_M * splits, batch * heads)](
         q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], O_part, L_part,
-        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits, MMA_SUM=ROW_SUM_MMA,
+        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits, LAZY=LAZY_RESCALE,
         num_warps=NUM_WARPS,
     )  # fmt: skip
     if splits > 1:
@@ -413,7 +383,7 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int 
         else:
             pointers = {"O": f"*{name}", "L": "*fp32", "O_part": "*fp32", "L_part": "*fp32", "scale_log2": "fp32"}
             signature[arg] = pointers.get(arg, "i32")
-    constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "SPLITS": splits, "MMA_SUM": ROW_SUM_MMA}
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "SPLITS": splits, "LAZY": LAZY_RESCALE}
     constexprs["num_warps"] = NUM_WARPS
     for arg in constexprs:
         signature[arg] = "constexpr"
