@@ -5,7 +5,11 @@ as a CUDA graph (launching it costs the host more than the kernel takes). Before
 O and L are compared with the portable kernel's, and its forward + backward gradients (the
 backward reads L) with SDPA flash's.
 
-    PYTHONPATH=src python notes/flash_hopper/ab_switch.py ROW_SUM_MMA 0 1 [--rounds 7]
+    PYTHONPATH=src python notes/flash_hopper/ab_switch.py SWITCH 0 1 [--rounds 7]
+
+The switches were the variants' and were reverted after them: check out the kernel first, e.g.
+`git checkout 71be283 -- src/lmperf/attention/flash_gluon.py` for ROW_SUM_MMA (variant 16) or
+1fb20af for LAZY_RESCALE (variant 17).
 """
 
 import argparse

@@ -32,7 +32,6 @@ LOG2E = 1.4426950408889634
 BLOCK_M, NUM_WARPS = 64, 4  # 64 query rows: one warpgroup
 HEAD_SIZES = (64, 128)
 SHORT = 2048  # at d = 64, up to this many keys a 64-key tile is faster than a 128-key one
-LAZY_RESCALE = True  # experiment: keep a stale row max while no row's grew by more than 2^8
 
 
 def tiling(n: int, d: int) -> tuple[int, int]:
@@ -63,24 +62,15 @@ def _origin(bh, H, rows_per_batch, stride_h, row_len):
 
 
 @gluon.jit
-def _softmax(
-    s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr,
-    LAZY: gl.constexpr,
-):  # fmt: skip
-    """One online-softmax step on raw scores: (P, alpha, m, l, rescale), the row max m in log2 units.
-    If LAZY, the old max stays while no row's grew by more than 8 (P, l and O then stay within 2^8 of
-    their values at the exact max), and rescale says whether O must be multiplied by alpha."""
+def _softmax(s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.constexpr, s_layout: gl.constexpr):
+    """One online-softmax step on raw scores: (P, alpha, m, l), the row max m in log2 units."""
     if MASK:
         keys = k0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         s = gl.where(q_rows[:, None] >= keys[None, :], s, float("-inf"))
     m_new = gl.maximum(m, gl.max(s, 1) * scale_log2)
-    rescale = True
-    if LAZY:
-        rescale = gl.max(m_new - m, 0) > 8.0
-        m_new = gl.where(rescale, m_new, m)
     p = gl.exp2(s * scale_log2 - m_new[:, None])  # the scale folded into one FFMA (variant 1)
     alpha = gl.exp2(m - m_new)
-    return p, alpha, m_new, l * alpha + gl.sum(p, 1), rescale
+    return p, alpha, m_new, l * alpha + gl.sum(p, 1)
 
 
 @gluon.jit
@@ -110,7 +100,6 @@ def _fwd_kernel(
     IS_CAUSAL: gl.constexpr,
     STAGES: gl.constexpr,
     SPLITS: gl.constexpr,
-    LAZY: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -178,7 +167,7 @@ def _fwd_kernel(
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
     _load_tile(k_desc, k_row + (lo + STAGES) * BLOCK_N, k_col, k_bars.index(0), k_smem.index(0), lo + STAGES < hi)
-    p, alpha, m, l, rescale = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout, LAZY)
+    p, alpha, m, l = _softmax(s, m, l, q_rows, lo * BLOCK_N, scale_log2, BLOCK_N, IS_CAUSAL, s_layout)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(lo + 1, hi):  # key tile j sits in ring slot (j - lo) % STAGES
@@ -192,18 +181,13 @@ def _fwd_kernel(
         refill = j + STAGES < hi
         _load_tile(k_desc, k_row + (j + STAGES) * BLOCK_N, k_col, k_bars.index(slot), k_smem.index(slot), refill)
         if j >= first_masked:
-            p_new, alpha, m, l, rescale = _softmax(
-                s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout, LAZY
-            )
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
         else:
-            p_new, alpha, m, l, rescale = _softmax(
-                s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout, LAZY
-            )
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
         acc, p = warpgroup_mma_wait(0, deps=(acc, p))
         refill = j - 1 + STAGES < hi
         _load_tile(v_desc, v_row + (j - 1 + STAGES) * BLOCK_N, v_col, v_bars.index(prev), v_smem.index(prev), refill)
-        if rescale:
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
     last = (hi - 1 - lo) % STAGES
@@ -331,8 +315,7 @@ def _launch(
         L_part = torch.empty(splits, batch * heads, n, device=Q.device, dtype=torch.float32)
     _fwd_kernel[(n // BLOCK_M * splits, batch * heads)](
         q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], O_part, L_part,
-        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits, LAZY=LAZY_RESCALE,
-        num_warps=NUM_WARPS,
+        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits, num_warps=NUM_WARPS,
     )  # fmt: skip
     if splits > 1:
         _combine[(n // BLOCK_M, batch * heads)](
@@ -383,8 +366,7 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int 
         else:
             pointers = {"O": f"*{name}", "L": "*fp32", "O_part": "*fp32", "L_part": "*fp32", "scale_log2": "fp32"}
             signature[arg] = pointers.get(arg, "i32")
-    constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "SPLITS": splits, "LAZY": LAZY_RESCALE}
-    constexprs["num_warps"] = NUM_WARPS
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "SPLITS": splits, "num_warps": NUM_WARPS}
     for arg in constexprs:
         signature[arg] = "constexpr"
     source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
