@@ -45,8 +45,17 @@ if __name__ == "__main__":
         compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
         compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
-    # the Hopper forward, in Gluon: each tiling (d = 64 short and long, d = 128), split and not
-    for d, causal, splits, n in ((64, True, 1, 4096), (64, True, 1, 1024), (128, False, 1, 4096), (64, True, 4, 4096)):
+    # the Hopper forward, in Gluon: short rows (_fwd_kernel), long ones (_fwd_ws_kernel, causal and not),
+    # split rows (_fwd_kernel again), d = 64 and 128
+    for d, causal, splits, n in (
+        (64, True, 1, 4096),
+        (64, True, 1, 1024),
+        (128, False, 1, 4096),
+        (128, True, 1, 8192),
+        (128, True, 1, 1024),
+        (64, True, 4, 4096),
+    ):
         compiled = flash_gluon.compile_for_sm90(d, causal, splits=splits, n=n)
-        print(f"gluon forward d={d} n={n} causal={causal} splits={splits} shared={compiled.metadata.shared}")
+        where = f"d={d} n={n} causal={causal} splits={splits}"
+        print(f"gluon forward {where} kernel={compiled.name} shared={compiled.metadata.shared}")
     compile_for_sm90(flash_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)

@@ -58,11 +58,14 @@ def test_gluon_path_refuses_what_it_cannot_run():
 
 
 @pytest.mark.skipif(not HOPPER, reason="the Gluon forward needs an sm_90 GPU")
+@pytest.mark.parametrize("n", [256, 2560], ids=["fwd_kernel", "fwd_ws_kernel"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [True, False])
-def test_gluon_forward_matches_float64_and_feeds_the_backward(d, causal):
-    q, k, v = (t.requires_grad_() for t in model_layout(2, 3, 256, d, torch.bfloat16, "cuda", seed=d))
+def test_gluon_forward_matches_float64_and_feeds_the_backward(n, d, causal):
+    q, k, v = (t.requires_grad_() for t in model_layout(2, 3, n, d, torch.bfloat16, "cuda", seed=d))
     assert flash_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
+    splits = flash_gluon.key_splits(2 * 3 * n // flash_gluon.BLOCK_M, n // 128, flash_gluon._sm_count(q.device))
+    assert flash_gluon.warp_specialized(n, splits) == (n > flash_gluon.SHORT)
     o = FlashAttentionTriton.apply(q, k, v, causal)
     L = o.grad_fn.saved_tensors[0]
     grad_out = torch.randn_like(o)
@@ -71,7 +74,7 @@ def test_gluon_forward_matches_float64_and_feeds_the_backward(d, causal):
     q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
     s = q64 @ k64.transpose(-1, -2) / math.sqrt(d)
     if causal:
-        s = s.masked_fill(torch.ones(256, 256, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
     ref = torch.softmax(s, -1) @ v64
     ref.backward(grad_out.double())
     assert (L.double() - torch.logsumexp(s, -1)).abs().max() < 1e-3
@@ -105,6 +108,13 @@ def test_the_gluon_layout_check_does_not_break_a_compiled_graph():
 
     explanation = torch._dynamo.explain(check)(torch.zeros(1, 256, 2, 64, dtype=BF16))
     assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+@pytest.mark.parametrize("n, splits, ws", [(16384, 1, True), (2560, 1, True), (2048, 1, False), (4096, 2, False)])
+def test_long_unsplit_rows_take_the_warp_specialized_kernel(n, splits, ws):
+    """Rows longer than SHORT take two consumer warpgroups a program (variant 18), unless their keys
+    are split, which only _fwd_kernel does."""
+    assert flash_gluon.warp_specialized(n, splits) == ws
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,11 @@ while the P V product runs, then waits for it and rescales O. Q stays in registe
 arrive by TMA into a ring of ``STAGES`` shared-memory buffers, each refilled once the product that
 reads it has completed. One warpgroup per program (64 query rows), two programs per SM.
 
+Rows longer than SHORT take ``_fwd_ws_kernel`` instead, the same loop warp-specialized (variant 18):
+one program an SM with two such warpgroups, which share each K and V tile, and a loader warp that
+issues the TMA loads. At the leaderboard shape it is 5% faster than two programs an SM, and ahead of
+cuDNN's forward.
+
 Where that grid leaves SMs idle (batch 1 and a few thousand keys), several programs share a query
 tile's key tiles (``key_splits``) and ``_combine`` merges their results by logsumexp (variant 12).
 
@@ -32,14 +37,19 @@ LOG2E = 1.4426950408889634
 BLOCK_M, NUM_WARPS = 64, 4  # 64 query rows: one warpgroup
 HEAD_SIZES = (64, 128)
 SHORT = 2048  # at d = 64, up to this many keys a 64-key tile is faster than a 128-key one
+# Rows longer than SHORT, unsplit: two consumer warpgroups and a loader warp a program, one program an SM
+# (_fwd_ws_kernel). Three warpgroups start at 168 registers a thread; setmaxnreg then moves them.
+WS_LAUNCH_REGS = 168
+WS_CONSUMER_REGS = gl.constexpr(240)
+WS_LOADER_REGS = gl.constexpr(24)
 
 
 def tiling(n: int, d: int) -> tuple[int, int]:
-    """(key tile, ring stages) for n keys at head size d: what was fastest on an H100
-    (notes/flash-hopper.md, variants 10 and 13). At d = 64, 128 keys in 2 stages from 4096 keys
-    on (the leaderboard's 16384: 1.28 ms against 1.43 with 64), and 64 keys in 3 stages up to
-    SHORT (the model's contexts: 4-11% faster from 256 to 2048 keys). At d = 128, 64 keys in 2
-    stages, so that two programs fit an SM."""
+    """(key tile, ring stages) of _fwd_kernel for n keys at head size d (rows up to SHORT, or split):
+    what was fastest on an H100 (notes/flash-hopper.md, variants 10 and 13). At d = 64, 128 keys in 2
+    stages from 4096 keys on (the leaderboard's 16384: 1.28 ms against 1.43 with 64), and 64 keys in 3
+    stages up to SHORT (the model's contexts: 4-11% faster from 256 to 2048 keys). At d = 128, 64 keys
+    in 2 stages, so that two programs fit an SM."""
     if d == 64 and n > SHORT:
         return 128, 2
     return 64, 3 if d == 64 else 2
@@ -212,6 +222,158 @@ def _fwd_kernel(
         gl.store(L_part + part + q_rows, m + gl.log2(l))
 
 
+@gluon.jit
+def _ws_loader(args, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
+    """The loader warp of _fwd_ws_kernel: both query tiles once, then each key tile's K and V into
+    the ring, a slot refilled once both consumer warpgroups have released it."""
+    descs, smem, bars, pos, out = args
+    q_desc, k_desc, v_desc = descs
+    q_smem, k_smem, v_smem = smem
+    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+    q_row, q_col, k_row, k_col, v_row, v_col, q0, n_tiles, first_masked = pos
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row + q0, q_col], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(q_desc, [q_row + q0 + BLOCK_M, q_col], q_bar, q_smem.index(1))
+    for j in range(n_tiles):
+        slot = j % STAGES
+        released = ((j // STAGES) & 1) ^ 1  # an mbarrier starts as if its phase 1 had completed
+        mbarrier.wait(k_empty.index(slot), released)
+        _load_tile(k_desc, k_row + j * BLOCK_N, k_col, k_ready.index(slot), k_smem.index(slot), True)
+        mbarrier.wait(v_empty.index(slot), released)
+        _load_tile(v_desc, v_row + j * BLOCK_N, v_col, v_ready.index(slot), v_smem.index(slot), True)
+
+
+@gluon.jit
+def _ws_consumer(args, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
+    """Query rows [q0 + 64 WG, q0 + 64 WG + 64) of a _fwd_ws_kernel program: _fwd_kernel's loop over
+    the key tiles the loader warp brings, each slot released once this warpgroup's products read it."""
+    descs, smem, bars, pos, out = args
+    q_desc, k_desc, v_desc = descs
+    q_smem, k_smem, v_smem = smem
+    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+    q_row, q_col, k_row, k_col, v_row, v_col, q0, n_tiles, first_masked = pos
+    O, L, N, bh, stride_o, scale_log2 = out
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    rows0 = q0 + WG * BLOCK_M
+    q_rows = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    acc = gl.zeros([BLOCK_M, D], gl.float32, o_layout)
+    m = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
+    l = gl.zeros([BLOCK_M], gl.float32, row_s)
+
+    # key tile 0: nothing to overlap with yet
+    mbarrier.wait(q_bar, 0)
+    q = q_smem.index(WG).load(q_layout)
+    mbarrier.wait(k_ready.index(0), 0)
+    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    p, alpha, m, l = _softmax(s, m, l, q_rows, 0, scale_log2, BLOCK_N, IS_CAUSAL, s_layout)
+    p = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_tiles):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
+        mbarrier.arrive(k_empty.index(slot), count=1)
+        if j >= first_masked:
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
+        else:
+            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        p = gl.convert_layout(p_new.to(dtype), p_layout)
+
+    last = (n_tiles - 1) % STAGES
+    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(last), count=1)
+
+    rows = rows0 + gl.arange(0, BLOCK_M, layout=row_o)
+    cols = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    gl.store(O + rows[:, None] * stride_o + cols[None, :], (acc / gl.convert_layout(l, row_o)[:, None]).to(dtype))
+    gl.store(L + bh * N + q_rows, (m + gl.log2(l)) * 0.6931471805599453)  # log2 to natural log
+
+
+@gluon.jit
+def _fwd_ws_kernel(
+    q_desc, k_desc, v_desc, O, L, N, H,
+    q_rows_b, q_stride_h, q_row_len, k_rows_b, k_stride_h, k_row_len, v_rows_b, v_stride_h, v_row_len,
+    stride_ob, stride_oh, stride_on, scale_log2,
+    IS_CAUSAL: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+):  # fmt: skip
+    """_fwd_kernel warp-specialized (variant 18): 128 query rows a program and one program an SM, as
+    two consumer warpgroups of 64 rows (the default partition and a worker) that share each K and V
+    tile, which one loader warp brings by TMA. Key tiles of 128 = 2 x 64 rows, so that both
+    warpgroups walk the same tiles."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    dtype: gl.constexpr = q_desc.dtype
+    gl.static_assert(BLOCK_N == 2 * BLOCK_M)
+    q0 = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_N  # heaviest causal tiles first
+    bh = gl.program_id(1)
+    q_row, q_col = _origin(bh, H, q_rows_b, q_stride_h, q_row_len)
+    k_row, k_col = _origin(bh, H, k_rows_b, k_stride_h, k_row_len)
+    v_row, v_col = _origin(bh, H, v_rows_b, v_stride_h, v_row_len)
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, D], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # released by both consumer warpgroups
+        mbarrier.init(v_empty.index(i), count=2)
+
+    if IS_CAUSAL:
+        n_tiles = q0 // BLOCK_N + 1
+        first_masked = q0 // BLOCK_N  # the last tile crosses the diagonal
+    else:
+        n_tiles = gl.cdiv(N, BLOCK_N)
+        first_masked = n_tiles
+    pos = (q_row, q_col, k_row, k_col, v_row, v_col, q0, n_tiles, first_masked)
+    out = (O + (bh // H) * stride_ob + (bh % H) * stride_oh, L, N, bh, stride_on, scale_log2)
+    args = ((q_desc, k_desc, v_desc), (q_smem, k_smem, v_smem), (q_bar, k_ready, k_empty, v_ready, v_empty), pos, out)
+    gl.warp_specialize(
+        [
+            (_ws_consumer, (args, 0, IS_CAUSAL)),
+            (_ws_consumer, (args, 1, IS_CAUSAL)),
+            (_ws_loader, (args, 1, IS_CAUSAL)),
+        ],
+        [4, 1],
+        [WS_CONSUMER_REGS, WS_LOADER_REGS],
+    )
+
+
 @triton.jit
 def _combine(
     O_part, L_part, O, L, N, H, stride_ob, stride_oh, stride_on,
@@ -309,6 +471,13 @@ def _launch(
     key_tile, stages = tiling(n, d)
     q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, key_tile), _as_rows(V, key_tile)
     splits = key_splits(batch * heads * n // BLOCK_M, n // key_tile, _sm_count(Q.device))
+    if warp_specialized(n, splits):
+        k, v = _as_rows(K, 2 * BLOCK_M), _as_rows(V, 2 * BLOCK_M)
+        _fwd_ws_kernel[(n // (2 * BLOCK_M), batch * heads)](
+            q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], LOG2E / math.sqrt(d),
+            IS_CAUSAL=is_causal, STAGES=2, num_warps=NUM_WARPS, maxnreg=WS_LAUNCH_REGS,
+        )  # fmt: skip
+        return
     O_part = L_part = O  # unused without splits
     if splits > 1:
         O_part = torch.empty(splits, batch * heads, n, d, device=Q.device, dtype=torch.float32)
@@ -322,6 +491,13 @@ def _launch(
             O_part, L_part, O, L, n, heads, *O.stride()[:3],
             BLOCK_N=key_tile, IS_CAUSAL=is_causal, SPLITS=splits, D=d, BLOCK_M=BLOCK_M, num_warps=4,
         )  # fmt: skip
+
+
+def warp_specialized(n: int, splits: int) -> bool:
+    """Whether rows of n keys take _fwd_ws_kernel: longer than SHORT and unsplit. At the leaderboard
+    shape it was 5% faster than _fwd_kernel (4% ahead of cuDNN), at d = 128 and 8192 keys 23%
+    (notes/flash-hopper.md, variant 18); the model's contexts were not measured with it."""
+    return splits == 1 and n > SHORT
 
 
 def key_splits(programs: int, longest: int, sms: int) -> int:
@@ -351,14 +527,15 @@ torch.library.register_fake("lmperf::gluon_attention_forward", lambda Q, K, V, O
 
 
 def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int = 1, n: int = 4096):
-    """Compile the kernel for an H100 on any machine (no GPU needed): the tests' check that it builds
-    (n keys choose the tiling)."""
+    """Compile the kernel that _launch would choose for an H100, on any machine (no GPU needed): the
+    tests' check that it builds (n keys and the splits choose the kernel and its tiling)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     name = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-    fn, signature = _fwd_kernel, {}
-    key_tile, stages = tiling(n, d)
+    ws = warp_specialized(n, splits)
+    fn, signature = (_fwd_ws_kernel if ws else _fwd_kernel), {}
+    key_tile, stages = (2 * BLOCK_M, 2) if ws else tiling(n, d)
     for arg in fn.arg_names:
         if arg.endswith("_desc"):
             block = [BLOCK_M if arg == "q_desc" else key_tile, d]
@@ -366,8 +543,9 @@ def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int 
         else:
             pointers = {"O": f"*{name}", "L": "*fp32", "O_part": "*fp32", "L_part": "*fp32", "scale_log2": "fp32"}
             signature[arg] = pointers.get(arg, "i32")
-    constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "SPLITS": splits, "num_warps": NUM_WARPS}
+    constexprs = {"IS_CAUSAL": is_causal, "STAGES": stages, "num_warps": NUM_WARPS} | ({} if ws else {"SPLITS": splits})
     for arg in constexprs:
         signature[arg] = "constexpr"
     source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})
+    options = {"num_warps": NUM_WARPS} | ({"maxnreg": WS_LAUNCH_REGS} if ws else {})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
