@@ -652,3 +652,29 @@ def test_ladder_norms_slice_is_rendered_and_its_claims_are_the_csvs():
     assert top["mfu"] < 0.5 and f"{100 * top['mfu']:.1f}% MFU; the bar is 50%, {at_bar:.0f} ms" in readme
     before = render.read(LADDER_TOP / "ladder.csv").query("size == '2.7B' and rung == 'torch_stack'")
     assert f"The torch stack took {anchor['median_ms']:.1f} ms here against {before['median_ms'].iloc[0]:.1f}" in readme
+
+
+WARP_SPECIALIZED = REFERENCE / "flash-ws"
+
+
+def test_warp_specialized_leaderboard_meets_the_forward_bar_it_claims():
+    """One commit, ten rounds, the section re-rendered from the CSV, and the README's ratios are the
+    paired CIs of its rounds: ours ahead of cuDNN's forward (CI above 1), behind on fwd+bwd."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+    from lmperf.report import flash_section
+
+    rows = render.read(WARP_SPECIALIZED / "leaderboard.csv")
+    assert set(rows["commit"]) == {"c13199c"} and (rows.dropna(subset=["median_ms"])["rounds"] == 10).all()
+    assert (WARP_SPECIALIZED / "sections.md").read_text() == "\n".join(flash_section.leaderboard(rows))
+    by = rows.set_index(["implementation", "pass"])
+    readme = readme_of(WARP_SPECIALIZED)
+    for step, column, bar_met in (
+        ("forward", "round_ms", True),
+        ("forward", "graphed_round_ms", True),
+        ("forward_backward", "round_ms", False),
+    ):
+        ours, cudnn = (split_ms(by.loc[(impl, step), column]) for impl in ("ours_triton", "sdpa_cudnn"))
+        ratio, low, high = ratio_ci(cudnn, ours)
+        assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
+        assert (low > 1) == bar_met
+    assert "**Forward: the bar (ours ≤ cuDNN) is met.**" in readme
