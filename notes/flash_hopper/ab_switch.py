@@ -9,7 +9,8 @@ backward reads L) with SDPA flash's.
 
 The switches were the variants' and were reverted after them: check out the kernel first, e.g.
 `git checkout 71be283 -- src/lmperf/attention/flash_gluon.py` for ROW_SUM_MMA (variant 16) or
-1fb20af for LAZY_RESCALE (variant 17).
+1fb20af for LAZY_RESCALE (variant 17). PINGPONG (variant 18) was an uncommitted working tree; the
+warp-specialized kernel landed without the switch.
 """
 
 import argparse
