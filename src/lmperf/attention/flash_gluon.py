@@ -84,6 +84,32 @@ def _softmax(s, m, l, q_rows, k0, scale_log2, BLOCK_N: gl.constexpr, MASK: gl.co
 
 
 @gluon.jit
+def _products(q, k_smem, k_bars, p, v_smem, v_bars, acc, zero_s, t):
+    """Issue S_t = Q K_t^T and O += P_{t-1} V_{t-1} for the t-th key tile of a ring of K and V
+    slots, each once its tile has landed, and wait for S_t alone: (S_t, O still in flight). The
+    softmax of S_t then runs while P V does."""
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    slot = t % STAGES
+    prev = (t - 1) % STAGES
+    mbarrier.wait(k_bars.index(slot), (t // STAGES) & 1)
+    s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    mbarrier.wait(v_bars.index(prev), ((t - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s,))
+    return s, acc
+
+
+@gluon.jit
+def _softmax_tile(s, m, l, q_rows, k0, scale_log2, masked, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+    """_softmax of a tile in the loop: masked only where it crosses the diagonal."""
+    if masked:
+        p, alpha, m, l = _softmax(s, m, l, q_rows, k0, scale_log2, BLOCK_N, True, s_layout)
+    else:
+        p, alpha, m, l = _softmax(s, m, l, q_rows, k0, scale_log2, BLOCK_N, False, s_layout)
+    return p, alpha, m, l
+
+
+@gluon.jit
 def _fwd_kernel(
     q_desc,
     k_desc,
@@ -183,17 +209,12 @@ def _fwd_kernel(
     for j in range(lo + 1, hi):  # key tile j sits in ring slot (j - lo) % STAGES
         slot = (j - lo) % STAGES
         prev = (j - lo - 1) % STAGES
-        mbarrier.wait(k_bars.index(slot), ((j - lo) // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        mbarrier.wait(v_bars.index(prev), ((j - lo - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
+        s, acc = _products(q, k_smem, k_bars, p, v_smem, v_bars, acc, zero_s, j - lo)
         refill = j + STAGES < hi
         _load_tile(k_desc, k_row + (j + STAGES) * BLOCK_N, k_col, k_bars.index(slot), k_smem.index(slot), refill)
-        if j >= first_masked:
-            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
-        else:
-            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
+        p_new, alpha, m, l = _softmax_tile(
+            s, m, l, q_rows, j * BLOCK_N, scale_log2, j >= first_masked, BLOCK_N, s_layout
+        )
         acc, p = warpgroup_mma_wait(0, deps=(acc, p))
         refill = j - 1 + STAGES < hi
         _load_tile(v_desc, v_row + (j - 1 + STAGES) * BLOCK_N, v_col, v_bars.index(prev), v_smem.index(prev), refill)
@@ -225,7 +246,8 @@ def _fwd_kernel(
 @gluon.jit
 def _ws_loader(args, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
     """The loader warp of _fwd_ws_kernel: both query tiles once, then each key tile's K and V into
-    the ring, a slot refilled once both consumer warpgroups have released it."""
+    the ring, a slot refilled once both consumer warpgroups have released it. (WG and IS_CAUSAL are
+    unused: worker partitions share one signature.)"""
     descs, smem, bars, pos, out = args
     q_desc, k_desc, v_desc = descs
     q_smem, k_smem, v_smem = smem
@@ -290,16 +312,11 @@ def _ws_consumer(args, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
     for j in range(1, n_tiles):
         slot = j % STAGES
         prev = (j - 1) % STAGES
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))  # S_j is done; P_{j-1} V_{j-1} may still run
+        s, acc = _products(q, k_smem, k_ready, p, v_smem, v_ready, acc, zero_s, j)
         mbarrier.arrive(k_empty.index(slot), count=1)
-        if j >= first_masked:
-            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, True, s_layout)
-        else:
-            p_new, alpha, m, l = _softmax(s, m, l, q_rows, j * BLOCK_N, scale_log2, BLOCK_N, False, s_layout)
+        p_new, alpha, m, l = _softmax_tile(
+            s, m, l, q_rows, j * BLOCK_N, scale_log2, j >= first_masked, BLOCK_N, s_layout
+        )
         acc, p = warpgroup_mma_wait(0, deps=(acc, p))
         mbarrier.arrive(v_empty.index(prev), count=1)
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
