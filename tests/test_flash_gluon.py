@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from lmperf.attention import flash_gluon
+from lmperf.attention import flash_gluon, flash_gluon_backward
 from lmperf.attention.flash_triton import FlashAttentionTriton
 
 BF16 = torch.bfloat16
@@ -61,7 +61,7 @@ def test_gluon_path_refuses_what_it_cannot_run():
 @pytest.mark.parametrize("n", [256, 2560], ids=["fwd_kernel", "fwd_ws_kernel"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [True, False])
-def test_gluon_forward_matches_float64_and_feeds_the_backward(n, d, causal):
+def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal):
     q, k, v = (t.requires_grad_() for t in model_layout(2, 3, n, d, torch.bfloat16, "cuda", seed=d))
     assert flash_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
     splits = flash_gluon.key_splits(2 * 3 * n // flash_gluon.BLOCK_M, n // 128, flash_gluon._sm_count(q.device))
@@ -69,6 +69,8 @@ def test_gluon_forward_matches_float64_and_feeds_the_backward(n, d, causal):
     o = FlashAttentionTriton.apply(q, k, v, causal)
     L = o.grad_fn.saved_tensors[0]
     grad_out = torch.randn_like(o)
+    # the warp-specialized Gluon backward at d 64 past SHORT keys, the portable one elsewhere
+    assert (flash_gluon_backward.unsupported(q, k, v, grad_out) == "") == (d == 64 and n > flash_gluon.SHORT)
     o.backward(grad_out)
 
     q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
@@ -80,8 +82,13 @@ def test_gluon_forward_matches_float64_and_feeds_the_backward(n, d, causal):
     assert (L.double() - torch.logsumexp(s, -1)).abs().max() < 1e-3
     for x, r in ((o, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert ((x.double() - r).norm() / r.norm()).item() < 2e-2
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
     again = FlashAttentionTriton.apply(q, k, v, causal)
-    assert torch.equal(again, o)  # deterministic
+    again.backward(grad_out)
+    assert torch.equal(again, o)  # deterministic, forward and backward
+    assert all(torch.equal(t.grad, g) for t, g in zip((q, k, v), grads))
 
 
 @pytest.mark.skipif(not HOPPER, reason="the Gluon forward needs an sm_90 GPU")

@@ -1,0 +1,125 @@
+"""A/B of the warp-specialized Gluon backward (lmperf.attention.flash_gluon_backward, variant 19)
+against the portable backward it replaces and SDPA cuDNN, in one process: forward + backward
+(`o.sum().backward()`, as the leaderboard), interleaved rounds of do_bench medians. Before timing,
+each shape's gradients are compared with the portable backward's and SDPA flash's, causal and not,
+and the Gluon backward is run twice for a bitwise comparison. Then each Gluon kernel is timed alone.
+
+    PYTHONPATH=src python notes/flash_hopper/ab_backward.py [--rounds 5]
+"""
+
+import argparse
+import math
+import statistics
+import sys
+
+sys.path.insert(0, "notes/flash_hopper")
+import torch
+from common import passes, sdpa
+from torch.nn.attention import SDPBackend
+from triton.testing import do_bench
+
+from lmperf.attention import flash_gluon
+from lmperf.attention import flash_gluon_backward as fgb
+from lmperf.attention.flash_triton import FlashAttentionTriton
+
+cudnn_attention = sdpa(SDPBackend.CUDNN_ATTENTION)
+flash_attention = sdpa(SDPBackend.FLASH_ATTENTION)
+gluon_unsupported = fgb.unsupported
+
+
+def ours(gluon_backward, causal=True):
+    def run(q, k, v):
+        fgb.unsupported = gluon_unsupported if gluon_backward else (lambda *a: "off")
+        return FlashAttentionTriton.apply(q, k, v, causal)
+
+    return run
+
+
+def grads(attend, q, k, v, do):
+    x = [t.detach().requires_grad_() for t in (q, k, v)]
+    attend(*x).backward(do)
+    return [t.grad for t in x]
+
+
+def check(q, k, v, causal):
+    """Largest |gradient - reference| relative to the reference's largest, against the portable
+    backward and SDPA flash; and whether two Gluon backwards are bitwise equal."""
+    do = torch.randn_like(q)
+    gluon, again, portable = (grads(ours(g, causal), q, k, v, do) for g in (True, True, False))
+    flash = grads(lambda *x: torch.nn.functional.scaled_dot_product_attention(*x, is_causal=causal), q, k, v, do)
+
+    def rel(a, b):
+        return max((x.float() - y.float()).abs().max().item() / y.float().abs().max().item() for x, y in zip(a, b))
+
+    return (
+        f"causal={causal}: gluon vs portable {rel(gluon, portable):.2e}, gluon vs SDPA {rel(gluon, flash):.2e}, "
+        f"portable vs SDPA {rel(portable, flash):.2e}, bitwise repeatable {all(map(torch.equal, gluon, again))}"
+    )
+
+
+def kernels_alone(q, k, v):
+    """do_bench medians of _dq_kernel and _dkdv_kernel each alone (ms), from a saved forward."""
+    o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
+    flash_gluon.forward(q, k, v, o, L, True)
+    do = torch.randn_like(o)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    batch, heads, n, d = q.shape
+    qd, kd, vd, dod = (fgb._as_rows(x, fgb.ROWS) for x in (q, k, v, do))
+    kt, vt = fgb._as_rows(k, fgb.DQ_KEY_TILE), fgb._as_rows(v, fgb.DQ_KEY_TILE)
+    delta = torch.empty_like(L)
+    scales = (1 / math.sqrt(d), fgb.LOG2E / math.sqrt(d))
+    grid = (n // (2 * fgb.ROWS), batch * heads)
+    regs = dict(IS_CAUSAL=True, num_warps=4, maxnreg=fgb.WS_LAUNCH_REGS)
+
+    def dq_pass():
+        fgb._dq_kernel[grid](
+            qd[0], kt[0], vt[0], dod[0], dq, o, L, delta, n, heads,
+            *qd[1:], *kt[1:], *vt[1:], *dod[1:], *dq.stride()[:3], *o.stride()[:3], *scales, **regs,
+        )  # fmt: skip
+
+    def dkdv_pass():
+        fgb._dkdv_kernel[grid](
+            qd[0], kd[0], vd[0], dod[0], dk, dv, L, delta, n, heads,
+            *qd[1:], *kd[1:], *vd[1:], *dod[1:], *dk.stride()[:3], *dv.stride()[:3], *scales, **regs,
+        )  # fmt: skip
+
+    dq_pass()
+    return {
+        name: do_bench(fn, warmup=50, rep=300, return_mode="median")
+        for name, fn in (("dq", dq_pass), ("dkdv", dkdv_pass))
+    }
+
+
+def compare(B, H, N, D, rounds):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    shape = f"{B}x{H}x{N}x{D}"
+    print(shape, fgb.unsupported(q, k, v, q) or "gluon backward supported")
+    for causal in (True, False):
+        print(shape, check(q, k, v, causal))
+    fns = {"portable": ours(False), "gluon ws": ours(True), "cudnn": cudnn_attention}
+    steps = {name: passes(fn, *(t.requires_grad_() for t in (q, k, v)))["forward_backward"] for name, fn in fns.items()}
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            times[name].append(do_bench(fn, warmup=50, rep=300, return_mode="median"))
+    flops = 3.5 * 4 * B * H * N * N * D / 2
+    for name, xs in times.items():
+        ms = statistics.median(xs)
+        wins = sum(x < y for x, y in zip(xs, times["portable"]))
+        print(
+            f"{shape} fwd+bwd {name:>9} {ms:.4f} ms ({flops / ms / 1e9:.0f} TF/s) "
+            f"x{statistics.median(times['portable']) / ms:.3f} of portable, "
+            f"x{statistics.median(times['cudnn']) / ms:.3f} of cudnn, faster than portable in {wins}/{rounds} {[round(x, 4) for x in xs]}"
+        )
+    print(shape, "kernels alone (ms):", kernels_alone(q.detach(), k.detach(), v.detach()))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shapes", default="16x1x16384x64,4x16x4096x64,1x16x8192x64")
+    args = parser.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__)
+    for shape in args.shapes.split(","):
+        compare(*map(int, shape.split("x")), args.rounds)
