@@ -77,17 +77,17 @@ def kernels_alone(q, k, v):
             *qd[1:], *kt[1:], *vt[1:], *dod[1:], *dq.stride()[:3], *o.stride()[:3], *scales, **regs,
         )  # fmt: skip
 
-    def dkdv_pass():
+    def dkdv_pass(atomic=False):
         fgb._dkdv_kernel[grid](
             qd[0], kd[0], vd[0], dod[0], dk, dv, L, delta, n, heads,
-            *qd[1:], *kd[1:], *vd[1:], *dod[1:], *dk.stride()[:3], *dv.stride()[:3], *scales, **regs,
+            *qd[1:], *kd[1:], *vd[1:], *dod[1:], *dk.stride()[:3], *dv.stride()[:3], *scales, dq_acc,
+            ATOMIC_DQ=atomic, **regs,
         )  # fmt: skip
 
+    dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
     dq_pass()
-    return {
-        name: do_bench(fn, warmup=50, rep=300, return_mode="median")
-        for name, fn in (("dq", dq_pass), ("dkdv", dkdv_pass))
-    }
+    steps = {"dq": dq_pass, "dkdv": dkdv_pass, "dkdv + atomic dq": lambda: dkdv_pass(True)}
+    return {name: round(do_bench(fn, warmup=50, rep=300, return_mode="median"), 4) for name, fn in steps.items()}
 
 
 def compare(B, H, N, D, rounds):

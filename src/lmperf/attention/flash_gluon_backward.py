@@ -24,7 +24,13 @@ import math
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 from lmperf.attention import flash_gluon
 from lmperf.attention.flash_gluon import LOG2E, WS_CONSUMER_REGS, WS_LAUNCH_REGS, WS_LOADER_REGS, _as_rows, _origin
@@ -32,6 +38,7 @@ from lmperf.attention.flash_gluon import LOG2E, WS_CONSUMER_REGS, WS_LAUNCH_REGS
 ROWS = 64  # rows of each consumer warpgroup, and of each streamed query tile
 DQ_KEY_TILE = 64  # keys a step of the dQ consumers
 STAGES = gl.constexpr(2)  # ring slots of the streamed pair
+ATOMIC_DQ = False  # experiment: dQ in the dK/dV kernel, added in fp32 by atomics (5 products, not 7)
 
 
 @gluon.jit
@@ -95,7 +102,6 @@ def _dq_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.const
     q = q_smem.index(WG).load(op_layout)
     do = do_smem.index(WG).load(op_layout)
 
-    first_masked = q0 // BLOCK_N if IS_CAUSAL else n_tiles  # key tiles from here on cross the diagonal
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     dq = gl.zeros([BLOCK_M, D], gl.float32, acc_layout)
     for j in range(n_tiles):
@@ -105,7 +111,7 @@ def _dq_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.const
         dp = warpgroup_mma(do, v_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))  # S is done; dP may still run
         p = gl.exp2(s * scale_log2 - lse2[:, None])
-        if j >= first_masked:
+        if IS_CAUSAL:  # every tile: a runtime `if j >= first tile on the diagonal` gave wrong dQ (variant 19)
             keys = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
             p = gl.where(q_rows[:, None] >= keys[None, :], p, 0.0)
         dp = warpgroup_mma_wait(0, deps=(dp,))
@@ -118,14 +124,14 @@ def _dq_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.const
 
 
 @gluon.jit
-def _dkdv_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
+def _dkdv_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
     """dK and dV of keys [k0 + 64 WG, k0 + 64 WG + 64), over the query tiles the loader brings.
     Keys along rows: K and V sit in registers as the left operands of S^T = K Q^T and dP^T = V dO^T,
     and P^T and dS^T feed dV and dK from registers. P^T is computed while dP^T runs."""
     k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
     q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps = stream
     fixed_bar, ready, empty = bars
-    dK, dV, L, Delta, N, bh, stride_dk, stride_dv, scale, scale_log2 = out
+    dK, dV, L, Delta, N, bh, stride_dk, stride_dv, scale, scale_log2, dQ_acc, ds_smem = out
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]  # keys of this warpgroup
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]  # queries a step
     D: gl.constexpr = q_desc.block_type.shape[1]
@@ -150,6 +156,8 @@ def _dkdv_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.con
     zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
     dk = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
     dv = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
+    zero_acc = gl.zeros([BLOCK_M, D], gl.float32, acc_layout)
+    acc_cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
     for i in range(n_steps):
         slot = i % N_STAGES
         queries = q_start + i * BLOCK_M + gl.arange(0, BLOCK_M, layout=col)
@@ -165,10 +173,21 @@ def _dkdv_consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.con
         dpt = warpgroup_mma_wait(0, deps=(dpt,))
         pt_op = gl.convert_layout(pt.to(dtype), pt_layout)
         dst_op = gl.convert_layout((pt * (dpt - delta[None, :])).to(dtype), pt_layout)
+        if ATOMIC_DQ:  # dS^T to shared memory, where the dQ product reads it transposed
+            ds_smem.index(WG).store(dst_op)
+            fence_async_shared()
         dv = warpgroup_mma(pt_op, do_smem.index(slot), dv, is_async=True)
         dk = warpgroup_mma(dst_op, q_smem.index(slot), dk, is_async=True)
-        dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
-        mbarrier.arrive(empty.index(slot), count=1)
+        if ATOMIC_DQ:  # this warpgroup's share of the step's dQ = dS K, added to dQ_acc in fp32
+            ds = ds_smem.index(WG).permute((1, 0))
+            dq = warpgroup_mma(ds, k_smem.index(WG), zero_acc, use_acc=False, is_async=True)
+            dv, dk, dq, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, dq, pt_op, dst_op))
+            mbarrier.arrive(empty.index(slot), count=1)
+            rows = q_start + i * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
+            gl.atomic_add(dQ_acc + (bh * N + rows)[:, None] * D + acc_cols[None, :], dq, sem="relaxed")
+        else:
+            dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
+            mbarrier.arrive(empty.index(slot), count=1)
 
     rows = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
     cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
@@ -239,8 +258,8 @@ def _dkdv_kernel(
     q_desc, k_desc, v_desc, do_desc, dK, dV, L, Delta, N, H,
     q_rows_b, q_stride_h, q_row_len, k_rows_b, k_stride_h, k_row_len,
     v_rows_b, v_stride_h, v_row_len, do_rows_b, do_stride_h, do_row_len,
-    stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn, scale, scale_log2,
-    IS_CAUSAL: gl.constexpr, num_warps: gl.constexpr,
+    stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn, scale, scale_log2, dQ_acc,
+    IS_CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """dK and dV of 128 keys: K and V fixed, Q and dO streamed. Causal, the first key tiles see the
     most queries, so the grid's order is already heaviest first."""
@@ -255,14 +274,15 @@ def _dkdv_kernel(
     q_start = k0 if IS_CAUSAL else 0  # earlier queries see none of these keys
     dK += (bh // H) * stride_dkb + (bh % H) * stride_dkh
     dV += (bh // H) * stride_dvb + (bh % H) * stride_dvh
-    out = (dK, dV, L, Delta, N, bh, stride_dkn, stride_dvn, scale, scale_log2)
+    ds_smem = gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M], q_desc.layout)  # used if ATOMIC_DQ
+    out = (dK, dV, L, Delta, N, bh, stride_dkn, stride_dvn, scale, scale_log2, dQ_acc, ds_smem)
     fixed = (k_desc, k_row, k_col, v_desc, v_row, v_col)
     stream = (q_desc, q_row, q_col, do_desc, do_row, do_col)
     fixed, stream, bars = _shared(fixed, stream, k0, q_start, (N - q_start) // BLOCK_M)
     gl.warp_specialize(
         [
-            (_dkdv_consumer, (fixed, stream, bars, out, 0, IS_CAUSAL)),
-            (_dkdv_consumer, (fixed, stream, bars, out, 1, IS_CAUSAL)),
+            (_dkdv_consumer, (fixed, stream, bars, out, 0, IS_CAUSAL, ATOMIC_DQ)),
+            (_dkdv_consumer, (fixed, stream, bars, out, 1, IS_CAUSAL, ATOMIC_DQ)),
             (_loader, (fixed, stream, bars, out, 1, IS_CAUSAL)),
         ],
         [4, 1],
@@ -299,9 +319,19 @@ def _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
     batch, heads, n, d = Q.shape
     Q, K, V, dO = (x if x.data_ptr() % 16 == 0 else x.clone() for x in (Q, K, V, dO))  # TMA's alignment
     q, k, v, do = (_as_rows(x, ROWS) for x in (Q, K, V, dO))
-    delta = torch.empty_like(L)  # written by _dq_kernel, read by _dkdv_kernel
     scales = (1 / math.sqrt(d), LOG2E / math.sqrt(d))
     grid = (n // (2 * ROWS), batch * heads)
+    if ATOMIC_DQ:
+        delta = (O.float() * dO.float()).sum(-1)
+        dQ_acc = torch.zeros(batch, heads, n, d, device=Q.device, dtype=torch.float32)
+        _dkdv_kernel[grid](
+            q[0], k[0], v[0], do[0], dK, dV, L, delta, n, heads,
+            *q[1:], *k[1:], *v[1:], *do[1:], *dK.stride()[:3], *dV.stride()[:3], *scales, dQ_acc,
+            IS_CAUSAL=is_causal, ATOMIC_DQ=True, num_warps=4, maxnreg=WS_LAUNCH_REGS,
+        )  # fmt: skip
+        dQ.copy_(dQ_acc * scales[0])
+        return
+    delta = torch.empty_like(L)  # written by _dq_kernel, read by _dkdv_kernel
     k_tiles, v_tiles = _as_rows(K, DQ_KEY_TILE), _as_rows(V, DQ_KEY_TILE)
     _dq_kernel[grid](
         q[0], k_tiles[0], v_tiles[0], do[0], dQ, O, L, delta, n, heads,
@@ -310,8 +340,8 @@ def _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
     )  # fmt: skip
     _dkdv_kernel[grid](
         q[0], k[0], v[0], do[0], dK, dV, L, delta, n, heads,
-        *q[1:], *k[1:], *v[1:], *do[1:], *dK.stride()[:3], *dV.stride()[:3], *scales,
-        IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS,
+        *q[1:], *k[1:], *v[1:], *do[1:], *dK.stride()[:3], *dV.stride()[:3], *scales, delta,
+        IS_CAUSAL=is_causal, ATOMIC_DQ=False, num_warps=4, maxnreg=WS_LAUNCH_REGS,
     )  # fmt: skip
 
 
