@@ -5,6 +5,11 @@ each shape's gradients are compared with the portable backward's and SDPA flash'
 and the Gluon backward is run twice for a bitwise comparison. Then each Gluon kernel is timed alone.
 
     PYTHONPATH=src python notes/flash_hopper/ab_backward.py [--rounds 5]
+
+The kernels were not landed: check them out first, `git checkout df2059e --
+src/lmperf/attention/flash_gluon_backward.py src/lmperf/attention/flash_triton.py`. The numbers in
+../flash-hopper.md (variant 19) came from this script at f792973 (the first two shapes' ws rows;
+its dQ was wrong when causal) and at df2059e's kernels with this file (the kernels alone).
 """
 
 import argparse

@@ -94,9 +94,13 @@ if __name__ == "__main__":
     parser.add_argument("switch")
     parser.add_argument("values", nargs="+", type=int)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--shapes", help="B x H x N x D[g],... (g: graphed); default the three above")
     args = parser.parse_args()
     default = getattr(flash_gluon, args.switch)
     print(torch.cuda.get_device_name(), torch.__version__, f"{args.switch} default {default}")
-    for B, H, N, D, graphed in ((16, 1, 16384, 64, False), (16, 1, 8192, 128, False), (4, 20, 1024, 64, True)):
+    shapes = [(16, 1, 16384, 64, False), (16, 1, 8192, 128, False), (4, 20, 1024, 64, True)]
+    if args.shapes:
+        shapes = [(*map(int, s.rstrip("g").split("x")), s.endswith("g")) for s in args.shapes.split(",")]
+    for B, H, N, D, graphed in shapes:
         compare(B, H, N, D, args.switch, args.values, args.rounds, graphed)
     setattr(flash_gluon, args.switch, default)
