@@ -678,3 +678,37 @@ def test_warp_specialized_leaderboard_meets_the_forward_bar_it_claims():
         assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
         assert (low > 1) == bar_met
     assert "**Forward: the bar (ours ≤ cuDNN) is met.**" in readme
+
+
+SWEEP_WS = REFERENCE / "flash-sweep-ws"
+
+
+def test_warp_specialized_sweep_slice_is_one_commit_and_says_what_its_rows_show():
+    """Leaderboard and sweeps at one commit, re-rendered from the CSVs; the README's leaderboard
+    ratios are the paired CIs of its rounds, and its sweep claims are the replayed times': ours at
+    least as fast as SDPA flash from seq 4096 on, and level with cuDNN's forward at d 64, seq 16384."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+    from lmperf.report import flash_section
+
+    leaderboard, sweep = render.read(SWEEP_WS / "leaderboard.csv"), render.read(SWEEP_WS / "flash_sweep.csv")
+    assert set(leaderboard["commit"]) == set(sweep["commit"]) == {"c3101e47bad1"}
+    assert (leaderboard.dropna(subset=["median_ms"])["rounds"] == 10).all()
+    assert_rendered(SWEEP_WS, flash_section.render(leaderboard, sweep))
+    readme = readme_of(SWEEP_WS)
+    by = leaderboard.set_index(["implementation", "pass"])
+    for step, column, bar_met in (
+        ("forward", "round_ms", True),
+        ("forward", "graphed_round_ms", True),
+        ("forward_backward", "round_ms", False),
+    ):
+        ours, cudnn = (split_ms(by.loc[(impl, step), column]) for impl in ("ours_triton", "sdpa_cudnn"))
+        ratio, low, high = ratio_ci(cudnn, ours)
+        assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
+        assert (low > 1) == bar_met
+    timed = sweep[(sweep["seq"] >= 4096) & (sweep["pass"] != "backward") & (sweep["status"] == "ok")]
+    graphed = timed.pivot_table(index=["d", "pass", "seq"], columns="implementation", values="graphed_median_ms")
+    speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
+    assert len(graphed) == 20 and speedup.min() >= 1.38 and "at least 1.38× its speed" in readme
+    point = graphed.loc[(64, "forward", 16384)]
+    assert f"{point['ours_triton']:.4f} against {point['sdpa_cudnn']:.4f} ms" in readme
+    assert abs(point["ours_triton"] / point["sdpa_cudnn"] - 1) < 0.01  # "level"
