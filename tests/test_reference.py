@@ -32,6 +32,30 @@ def assert_rendered(directory: Path, rendered: str) -> None:
         assert (directory / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def graphed_from_4096(sweep: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's replayed medians from seq 4096 on (the sweep bar's range): one row per (d, pass,
+    seq), one column per implementation."""
+    timed = sweep[(sweep["seq"] >= 4096) & (sweep["pass"] != "backward") & (sweep["status"] == "ok")]
+    return timed.pivot_table(index=["d", "pass", "seq"], columns="implementation", values="graphed_median_ms")
+
+
+def assert_forward_bar_met_and_fwd_bwd_bar_not(leaderboard: pd.DataFrame, readme: str) -> None:
+    """The README states ours against cuDNN as the paired CIs of the leaderboard's rounds, and the CIs
+    say what the slices claim: ahead on the forward (launched and replayed), behind on fwd+bwd."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+
+    by = leaderboard.set_index(["implementation", "pass"])
+    for step, column, bar_met in (
+        ("forward", "round_ms", True),
+        ("forward", "graphed_round_ms", True),
+        ("forward_backward", "round_ms", False),
+    ):
+        ours, cudnn = (split_ms(by.loc[(impl, step), column]) for impl in ("ours_triton", "sdpa_cudnn"))
+        ratio, low, high = ratio_ci(cudnn, ours)
+        assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
+        assert (low > 1) == bar_met
+
+
 def test_sections_are_rendered_from_the_committed_csvs_and_link_their_figures():
     assert_rendered(SLICE, render.render_timing(SLICE))
 
@@ -176,9 +200,7 @@ def test_flash_slice_says_what_its_rows_show():
         assert f"{rows.loc[key, 'median_ms']:.3f}" in readme
     ours, cudnn = rows.loc[("ours_triton", "forward"), "median_ms"], rows.loc[("sdpa_cudnn", "forward"), "median_ms"]
     assert ours > cudnn and "not met" in readme  # the bar is stated as missed, since it is
-    sweep = render.read(FLASH / "flash_sweep.csv")
-    timed = sweep[(sweep["seq"] >= 4096) & (sweep["pass"] != "backward") & (sweep["status"] == "ok")]
-    graphed = timed.pivot_table(index=["d", "seq", "pass"], columns="implementation", values="graphed_median_ms")
+    graphed = graphed_from_4096(render.read(FLASH / "flash_sweep.csv"))
     assert len(graphed) == 20 and (graphed["ours_triton"] <= graphed["sdpa_flash"]).all()
     assert "the bar is met" in readme
     seq4096 = graphed.xs(("forward", 4096), level=("pass", "seq"))
@@ -660,23 +682,13 @@ WARP_SPECIALIZED = REFERENCE / "flash-ws"
 def test_warp_specialized_leaderboard_meets_the_forward_bar_it_claims():
     """One commit, ten rounds, the section re-rendered from the CSV, and the README's ratios are the
     paired CIs of its rounds: ours ahead of cuDNN's forward (CI above 1), behind on fwd+bwd."""
-    from lmperf.measure.stats import ratio_ci, split_ms
     from lmperf.report import flash_section
 
     rows = render.read(WARP_SPECIALIZED / "leaderboard.csv")
     assert set(rows["commit"]) == {"c13199c"} and (rows.dropna(subset=["median_ms"])["rounds"] == 10).all()
     assert (WARP_SPECIALIZED / "sections.md").read_text() == "\n".join(flash_section.leaderboard(rows))
-    by = rows.set_index(["implementation", "pass"])
     readme = readme_of(WARP_SPECIALIZED)
-    for step, column, bar_met in (
-        ("forward", "round_ms", True),
-        ("forward", "graphed_round_ms", True),
-        ("forward_backward", "round_ms", False),
-    ):
-        ours, cudnn = (split_ms(by.loc[(impl, step), column]) for impl in ("ours_triton", "sdpa_cudnn"))
-        ratio, low, high = ratio_ci(cudnn, ours)
-        assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
-        assert (low > 1) == bar_met
+    assert_forward_bar_met_and_fwd_bwd_bar_not(rows, readme)
     assert "**Forward: the bar (ours ≤ cuDNN) is met.**" in readme
 
 
@@ -687,7 +699,6 @@ def test_warp_specialized_sweep_slice_is_one_commit_and_says_what_its_rows_show(
     """Leaderboard and sweeps at one commit, re-rendered from the CSVs; the README's leaderboard
     ratios are the paired CIs of its rounds, and its sweep claims are the replayed times': ours at
     least as fast as SDPA flash from seq 4096 on, and level with cuDNN's forward at d 64, seq 16384."""
-    from lmperf.measure.stats import ratio_ci, split_ms
     from lmperf.report import flash_section
 
     leaderboard, sweep = render.read(SWEEP_WS / "leaderboard.csv"), render.read(SWEEP_WS / "flash_sweep.csv")
@@ -695,18 +706,8 @@ def test_warp_specialized_sweep_slice_is_one_commit_and_says_what_its_rows_show(
     assert (leaderboard.dropna(subset=["median_ms"])["rounds"] == 10).all()
     assert_rendered(SWEEP_WS, flash_section.render(leaderboard, sweep))
     readme = readme_of(SWEEP_WS)
-    by = leaderboard.set_index(["implementation", "pass"])
-    for step, column, bar_met in (
-        ("forward", "round_ms", True),
-        ("forward", "graphed_round_ms", True),
-        ("forward_backward", "round_ms", False),
-    ):
-        ours, cudnn = (split_ms(by.loc[(impl, step), column]) for impl in ("ours_triton", "sdpa_cudnn"))
-        ratio, low, high = ratio_ci(cudnn, ours)
-        assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
-        assert (low > 1) == bar_met
-    timed = sweep[(sweep["seq"] >= 4096) & (sweep["pass"] != "backward") & (sweep["status"] == "ok")]
-    graphed = timed.pivot_table(index=["d", "pass", "seq"], columns="implementation", values="graphed_median_ms")
+    assert_forward_bar_met_and_fwd_bwd_bar_not(leaderboard, readme)
+    graphed = graphed_from_4096(sweep)
     speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
     assert len(graphed) == 20 and speedup.min() >= 1.38 and "at least 1.38× its speed" in readme
     point = graphed.loc[(64, "forward", 16384)]
