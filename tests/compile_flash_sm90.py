@@ -8,11 +8,11 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from lmperf.attention import flash_gluon, flash_triton
+from lmperf.attention import flash_gluon, flash_gluon_backward, flash_triton
 
 TARGET = GPUTarget("cuda", 90, 32)
 POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {
-    name: "*fp32" for name in ("L", "Delta", "O_part", "L_part")
+    name: "*fp32" for name in ("L", "Delta", "O_part", "L_part", "dQ_acc")
 }
 FLOATS = {"scale", "scale_log2"}
 
@@ -59,3 +59,9 @@ if __name__ == "__main__":
         where = f"d={d} n={n} causal={causal} splits={splits}"
         print(f"gluon forward {where} kernel={compiled.name} shared={compiled.metadata.shared}")
     compile_for_sm90(flash_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)
+    # the Hopper backward: five products, dQ added by TMA bulk reductions; and its Delta
+    for causal in (True, False):
+        compiled = flash_gluon_backward.compile_for_sm90(causal)
+        reduces = "cp.reduce.async.bulk.tensor" in compiled.asm["ptx"]
+        print(f"gluon backward causal={causal} bulk_reduce={reduces} shared={compiled.metadata.shared}")
+    compile_for_sm90(flash_gluon_backward._delta_kernel, D=64, BLOCK=64)

@@ -1,4 +1,5 @@
-"""The Hopper (Gluon) forward: where it is chosen, how it addresses heads, and its numbers on an H100.
+"""The Hopper (Gluon) forward and backward: where they are chosen, how they address heads, and
+their numbers on an H100.
 
 Gluon kernels do not run in Triton's interpreter. On a CPU these tests check the choice and the
 TMA addressing; the sm_90 build is checked by test_flash.py's compile test; on an sm_90 GPU the
@@ -10,7 +11,7 @@ import math
 import pytest
 import torch
 
-from lmperf.attention import flash_gluon
+from lmperf.attention import flash_gluon, flash_gluon_backward
 from lmperf.attention.flash_triton import FlashAttentionTriton
 
 BF16 = torch.bfloat16
@@ -80,13 +81,37 @@ def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal):
     assert (L.double() - torch.logsumexp(s, -1)).abs().max() < 1e-3
     for x, r in ((o, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert ((x.double() - r).norm() / r.norm()).item() < 2e-2
+    five_products = flash_gluon_backward.unsupported(q, k, v, grad_out) == ""
+    assert five_products == (d == 64 and n > flash_gluon.SHORT)  # the backward under test
     grads = [t.grad.clone() for t in (q, k, v)]
     for t in (q, k, v):
         t.grad = None
     again = FlashAttentionTriton.apply(q, k, v, causal)
     again.backward(grad_out)
-    assert torch.equal(again, o)  # deterministic, forward and backward
-    assert all(torch.equal(t.grad, g) for t, g in zip((q, k, v), grads))
+    assert torch.equal(again, o)  # the forward is deterministic
+    if not five_products:  # so is the portable backward; the Hopper one adds dQ's shares in no fixed order
+        assert all(torch.equal(t.grad, g) for t, g in zip((q, k, v), grads))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the Gluon backward needs an sm_90 GPU")
+def test_deterministic_algorithms_give_repeatable_gradients():
+    """Under torch.use_deterministic_algorithms, the rows that would take the five-product backward
+    take the portable one, and two backwards agree bit for bit."""
+    q, k, v = (t.requires_grad_() for t in model_layout(2, 3, 2560, 64, torch.bfloat16, "cuda"))
+    grad_out = torch.randn_like(q)
+    assert flash_gluon_backward.unsupported(q, k, v, grad_out) == ""
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert "deterministic" in flash_gluon_backward.unsupported(q, k, v, grad_out)
+        grads = []
+        for _ in range(2):
+            FlashAttentionTriton.apply(q, k, v, True).backward(grad_out)
+            grads.append([t.grad for t in (q, k, v)])
+            for t in (q, k, v):
+                t.grad = None
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
 
 
 @pytest.mark.skipif(not HOPPER, reason="the Gluon forward needs an sm_90 GPU")

@@ -1,15 +1,14 @@
-"""A/B of the warp-specialized Gluon backward (lmperf.attention.flash_gluon_backward, variant 19)
-against the portable backward it replaces and SDPA cuDNN, in one process: forward + backward
-(`o.sum().backward()`, as the leaderboard), interleaved rounds of do_bench medians. Before timing,
-each shape's gradients are compared with the portable backward's and SDPA flash's, causal and not,
-and the Gluon backward is run twice for a bitwise comparison. Then each Gluon kernel is timed alone.
+"""A/B of the Gluon backward (lmperf.attention.flash_gluon_backward: five products, dQ added by TMA
+bulk reductions; variant 20) against the portable backward and SDPA cuDNN, in one process: forward
++ backward (`o.sum().backward()`, as the leaderboard), interleaved rounds of do_bench medians. Before
+timing, each shape's gradients are compared with the portable backward's and SDPA flash's, causal
+and not, and the Gluon backward is run twice to see whether it repeats bitwise. Then the Gluon
+kernel and the launch's other work (Delta with dQ's zeros, dQ's cast) are timed alone.
 
-    PYTHONPATH=src python notes/flash_hopper/ab_backward.py [--rounds 5]
+    PYTHONPATH=src python notes/flash_hopper/ab_backward.py [--rounds 5] [--shapes 4x16x4096x64,...]
 
-The kernels were not landed: check them out first, `git checkout df2059e --
-src/lmperf/attention/flash_gluon_backward.py src/lmperf/attention/flash_triton.py`. The numbers in
-../flash-hopper.md (variant 19) came from this script at f792973 (the first two shapes' ws rows;
-its dQ was wrong when causal) and at df2059e's kernels with this file (the kernels alone).
+Variant 19's two warp-specialized kernels (seven products, or five with element atomics) are at
+df2059e, with this script as it was then; ../flash-hopper.md has both variants' numbers.
 """
 
 import argparse
@@ -28,7 +27,6 @@ from lmperf.attention import flash_gluon_backward as fgb
 from lmperf.attention.flash_triton import FlashAttentionTriton
 
 cudnn_attention = sdpa(SDPBackend.CUDNN_ATTENTION)
-flash_attention = sdpa(SDPBackend.FLASH_ATTENTION)
 gluon_unsupported = fgb.unsupported
 
 
@@ -63,35 +61,33 @@ def check(q, k, v, causal):
 
 
 def kernels_alone(q, k, v):
-    """do_bench medians of _dq_kernel and _dkdv_kernel each alone (ms), from a saved forward."""
+    """do_bench medians (ms) of the backward kernel alone and of the launch's torch work."""
     o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
     flash_gluon.forward(q, k, v, o, L, True)
     do = torch.randn_like(o)
     dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
     batch, heads, n, d = q.shape
     qd, kd, vd, dod = (fgb._as_rows(x, fgb.ROWS) for x in (q, k, v, do))
-    kt, vt = fgb._as_rows(k, fgb.DQ_KEY_TILE), fgb._as_rows(v, fgb.DQ_KEY_TILE)
-    delta = torch.empty_like(L)
+    delta = (o.float() * do.float()).sum(-1)
+    dq_acc = torch.zeros(batch * heads * n, d, device=q.device, dtype=torch.float32)
+    dq_desc = fgb.TensorDescriptor(dq_acc, [batch * heads * n, d], [d, 1], [fgb.ROWS, d], fgb._dq_layout(d))
     scales = (1 / math.sqrt(d), fgb.LOG2E / math.sqrt(d))
-    grid = (n // (2 * fgb.ROWS), batch * heads)
-    regs = dict(IS_CAUSAL=True, num_warps=4, maxnreg=fgb.WS_LAUNCH_REGS)
 
-    def dq_pass():
-        fgb._dq_kernel[grid](
-            qd[0], kt[0], vt[0], dod[0], dq, o, L, delta, n, heads,
-            *qd[1:], *kt[1:], *vt[1:], *dod[1:], *dq.stride()[:3], *o.stride()[:3], *scales, **regs,
+    def kernel():
+        fgb._bwd_kernel[(n // (2 * fgb.ROWS), batch * heads)](
+            qd[0], kd[0], vd[0], dod[0], dq_desc, dk, dv, L, delta, n, heads,
+            *qd[1:], *kd[1:], *vd[1:], *dod[1:], *dk.stride()[:3], *dv.stride()[:3], *scales,
+            IS_CAUSAL=True, num_warps=4, maxnreg=fgb.WS_LAUNCH_REGS,
         )  # fmt: skip
 
-    def dkdv_pass(atomic=False):
-        fgb._dkdv_kernel[grid](
-            qd[0], kd[0], vd[0], dod[0], dk, dv, L, delta, n, heads,
-            *qd[1:], *kd[1:], *vd[1:], *dod[1:], *dk.stride()[:3], *dv.stride()[:3], *scales, dq_acc,
-            ATOMIC_DQ=atomic, **regs,
-        )  # fmt: skip
-
-    dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
-    dq_pass()
-    steps = {"dq": dq_pass, "dkdv": dkdv_pass, "dkdv + atomic dq": lambda: dkdv_pass(True)}
+    steps = {
+        "kernel": kernel,
+        "delta": lambda: fgb._delta_kernel[(n // fgb.ROWS, batch * heads)](
+            o, do, delta, dq_acc, n, heads, *o.stride()[:3], *do.stride()[:3], D=d, BLOCK=fgb.ROWS
+        ),
+        "cast": lambda: dq.copy_(dq_acc.view(batch, heads, n, d)),
+        "whole backward": lambda: fgb.backward(q, k, v, o, do, L, dq, dk, dv, True),
+    }
     return {name: round(do_bench(fn, warmup=50, rep=300, return_mode="median"), 4) for name, fn in steps.items()}
 
 
@@ -99,10 +95,10 @@ def compare(B, H, N, D, rounds):
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     shape = f"{B}x{H}x{N}x{D}"
-    print(shape, fgb.unsupported(q, k, v, q) or "gluon backward supported")
+    print(shape, fgb.unsupported(q, k, v, q) or "gluon backward supported", flush=True)
     for causal in (True, False):
-        print(shape, check(q, k, v, causal))
-    fns = {"portable": ours(False), "gluon ws": ours(True), "cudnn": cudnn_attention}
+        print(shape, check(q, k, v, causal), flush=True)
+    fns = {"portable": ours(False), "gluon tma": ours(True), "cudnn": cudnn_attention}
     steps = {name: passes(fn, *(t.requires_grad_() for t in (q, k, v)))["forward_backward"] for name, fn in fns.items()}
     times = {name: [] for name in steps}
     for _ in range(rounds):
@@ -111,13 +107,15 @@ def compare(B, H, N, D, rounds):
     flops = 3.5 * 4 * B * H * N * N * D / 2
     for name, xs in times.items():
         ms = statistics.median(xs)
-        wins = sum(x < y for x, y in zip(xs, times["portable"]))
+        wins = sum(x < y for x, y in zip(xs, times["cudnn"]))
         print(
             f"{shape} fwd+bwd {name:>9} {ms:.4f} ms ({flops / ms / 1e9:.0f} TF/s) "
             f"x{statistics.median(times['portable']) / ms:.3f} of portable, "
-            f"x{statistics.median(times['cudnn']) / ms:.3f} of cudnn, faster than portable in {wins}/{rounds} {[round(x, 4) for x in xs]}"
+            f"x{statistics.median(times['cudnn']) / ms:.3f} of cudnn, faster than cudnn in {wins}/{rounds} "
+            f"{[round(x, 4) for x in xs]}",
+            flush=True,
         )
-    print(shape, "kernels alone (ms):", kernels_alone(q.detach(), k.detach(), v.detach()))
+    print(shape, "alone (ms):", kernels_alone(q.detach(), k.detach(), v.detach()), flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from lmperf.attention import flash_gluon
+from lmperf.attention import flash_gluon, flash_gluon_backward
 from lmperf.attention.flash_pytorch import check_inputs
 
 LOG2E = 1.4426950408889634
@@ -899,8 +899,12 @@ class FlashAttentionTriton(torch.autograd.Function):
         bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
         scale = 1.0 / math.sqrt(d)
-        delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
         dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)  # with Q, K, V's strides
+        heads4 = [x if x.dim() == 4 else x.unsqueeze(1) for x in (Q, K, V, O, dO, dQ, dK, dV)]
+        if not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4]):
+            flash_gluon_backward.backward(*heads4[:5], L, *heads4[5:], ctx.is_causal)  # Hopper: five products
+            return dQ, dK, dV, None
+        delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
         strides = (*_strides(Q), *_strides(K), *_strides(V))
         rest = (*_strides(dO), *L.stride()[-2:], n_q, n_k, heads, scale, scale * LOG2E)
         flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))

@@ -1,0 +1,327 @@
+"""The FlashAttention backward for Hopper (sm_90), in Gluon: one warp-specialized kernel of five
+products, whose dQ shares the TMA unit adds up in global memory.
+
+Each program holds 128 keys fixed, K and V, 64 keys to each of two consumer warpgroups, and a loader
+warp streams the query tiles (Q, dO) by TMA, as the forward's ``_fwd_ws_kernel``. Per query tile,
+with keys along rows as in the portable kernel, a consumer computes S^T = K Q^T and dP^T = V dO^T,
+then P^T, dS^T = P^T (dP^T - Delta), dV += P^T dO, dK += dS^T Q, and its share of the tile's dQ,
+dS K. The share is written to shared memory in fp32 and added to an fp32 dQ in global memory by a
+TMA bulk reduction (``cp.reduce.async.bulk.tensor.add``), which runs while the consumer goes on.
+
+Why: the portable backward (``flash_triton``) is deterministic at the cost of seven products, two
+of them recomputed in a separate dQ kernel. FlashAttention-3 and cuDNN do five, adding dQ with
+atomics. Element atomics (``gl.atomic_add``) made this kernel twice as slow as the two deterministic
+ones (notes/flash-hopper.md, variant 19); the bulk reduction is what they use instead (variant 20).
+The price is the order of the fp32 additions, which varies between runs: under
+``torch.use_deterministic_algorithms(True)``, ``unsupported`` sends the backward to the portable
+kernels.
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+from triton._C.libtriton import ir
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from lmperf.attention import flash_gluon
+from lmperf.attention.flash_gluon import LOG2E, WS_CONSUMER_REGS, WS_LAUNCH_REGS, WS_LOADER_REGS, _as_rows, _origin
+
+ROWS = 64  # keys of each consumer warpgroup, and queries of each streamed tile
+STAGES = gl.constexpr(2)  # ring slots of the streamed pair
+
+
+@builtin
+def _reduce_add(tensor_desc, coord, src, _semantic=None):
+    """global[the box at coord] += shared ``src``, by the TMA unit (``cp.reduce.async.bulk.tensor``),
+    tracked as a TMA store (``tma.store_wait``). Triton 3.6 has the op (``ttng.async_tma_reduce``)
+    and its Gluon builder call, but no Gluon function for it on Hopper."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+@gluon.jit
+def _loader(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
+    """The loader warp: the program's K and V (two tiles each, one per consumer) once, then Q and dO
+    tile by tile into a ring of STAGES slots, a slot refilled once both consumers have released it.
+    (out, WG and IS_CAUSAL are unused: the partitions share one signature.)"""
+    k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
+    q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps = stream
+    fixed_bar, ready, empty = bars
+    FIXED_ROWS: gl.constexpr = k_desc.block_type.shape[0]
+    STEP: gl.constexpr = q_desc.block_type.shape[0]
+    N_STAGES: gl.constexpr = q_smem.type.shape[0]
+    mbarrier.expect(fixed_bar, 2 * (k_desc.block_type.nbytes + v_desc.block_type.nbytes))
+    for w in gl.static_range(2):
+        tma.async_copy_global_to_shared(k_desc, [k_row + k0 + w * FIXED_ROWS, k_col], fixed_bar, k_smem.index(w))
+        tma.async_copy_global_to_shared(v_desc, [v_row + k0 + w * FIXED_ROWS, v_col], fixed_bar, v_smem.index(w))
+    for i in range(n_steps):
+        slot = i % N_STAGES
+        mbarrier.wait(empty.index(slot), ((i // N_STAGES) & 1) ^ 1)  # starts as if phase 1 had completed
+        mbarrier.expect(ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+        row = q_start + i * STEP
+        tma.async_copy_global_to_shared(q_desc, [q_row + row, q_col], ready.index(slot), q_smem.index(slot))
+        tma.async_copy_global_to_shared(do_desc, [do_row + row, do_col], ready.index(slot), do_smem.index(slot))
+
+
+@gluon.jit
+def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
+    """dK and dV of keys [k0 + 64 WG, k0 + 64 WG + 64), and their share of every query tile's dQ.
+    K and V sit in registers as the left operands of S^T = K Q^T and dP^T = V dO^T; P^T and dS^T
+    feed dV and dK from registers, and dS^T goes through shared memory to dQ = dS K."""
+    k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
+    q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps = stream
+    fixed_bar, ready, empty = bars
+    dK, dV, L, Delta, N, bh, stride_dk, stride_dv, scale, scale_log2, dq_desc, ds_smem, dq_smem, dq_ready, dq_free = out
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]  # keys of this warpgroup
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]  # queries a step
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    N_STAGES: gl.constexpr = q_smem.type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
+    )
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    kv_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=st_layout, k_width=2)
+    pt_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    col: gl.constexpr = gl.SliceLayout(0, st_layout)
+
+    keys0 = k0 + WG * BLOCK_N
+    keys = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
+    # causal: the first steps' queries cross the diagonal of the program's 2 x BLOCK_N keys
+    n_masked: gl.constexpr = 2 * BLOCK_N // BLOCK_M if IS_CAUSAL else 0
+    mbarrier.wait(fixed_bar, 0)
+    k = k_smem.index(WG).load(kv_layout)
+    v = v_smem.index(WG).load(kv_layout)
+    ds_tile = ds_smem.index(WG)
+
+    zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
+    zero_acc = gl.zeros([BLOCK_M, D], gl.float32, acc_layout)
+    dk = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
+    dv = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
+    for i in range(n_steps):
+        slot = i % N_STAGES
+        q0 = q_start + i * BLOCK_M
+        queries = q0 + gl.arange(0, BLOCK_M, layout=col)
+        lse2 = gl.load(L + bh * N + queries) * 1.4426950408889634
+        delta = gl.load(Delta + bh * N + queries)
+        mbarrier.wait(ready.index(slot), (i // N_STAGES) & 1)
+        st = warpgroup_mma(k, q_smem.index(slot).permute((1, 0)), zero_st, use_acc=False, is_async=True)
+        dpt = warpgroup_mma(v, do_smem.index(slot).permute((1, 0)), zero_st, use_acc=False, is_async=True)
+        st = warpgroup_mma_wait(1, deps=(st,))  # S^T is done; dP^T may still run
+        pt = gl.exp2(st * scale_log2 - lse2[None, :])
+        if i < n_masked:
+            pt = gl.where(queries[None, :] >= keys[:, None], pt, 0.0)
+        dpt = warpgroup_mma_wait(0, deps=(dpt,))
+        pt_op = gl.convert_layout(pt.to(dtype), pt_layout)
+        dst_op = gl.convert_layout((pt * (dpt - delta[None, :])).to(dtype), pt_layout)
+        ds_tile.store(dst_op)  # dS^T, which the dQ product reads transposed
+        fence_async_shared()
+        dq = warpgroup_mma(ds_tile.permute((1, 0)), k_smem.index(WG), zero_acc, use_acc=False, is_async=True)
+        dv = warpgroup_mma(pt_op, do_smem.index(slot), dv, is_async=True)
+        dk = warpgroup_mma(dst_op, q_smem.index(slot), dk, is_async=True)
+        dq = warpgroup_mma_wait(2, deps=(dq,))  # dQ's share is done; dV and dK may still run
+        stage = dq_smem.index(i % 2)
+        if i % 2 == WG:  # first of the two: hand this share to the other warpgroup
+            if i > 0:  # free the slot of the last step, whose sum this warpgroup reduced
+                tma.store_wait(0)
+                mbarrier.arrive(dq_free.index((i - 1) % 2), count=1)
+            mbarrier.wait(dq_free.index(i % 2), ((i // 2) & 1) ^ 1)  # starts as if phase 1 had completed
+            stage.store(dq * scale)
+            mbarrier.arrive(dq_ready.index(i % 2), count=1)
+        else:  # second: add the other share, and have the TMA unit add the sum to dQ
+            mbarrier.wait(dq_ready.index(i % 2), (i // 2) & 1)
+            stage.store(stage.load(acc_layout) + dq * scale)
+            fence_async_shared()
+            _reduce_add(dq_desc, [bh * N + q0, 0], stage)
+        dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
+        mbarrier.arrive(empty.index(slot), count=1)
+
+    rows = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
+    gl.store(dK + rows[:, None] * stride_dk + cols[None, :], (dk * scale).to(dtype))
+    gl.store(dV + rows[:, None] * stride_dv + cols[None, :], dv.to(dtype))
+    tma.store_wait(0)  # dq_smem lives as long as the program
+
+
+@triton.jit
+def _delta_kernel(
+    O, dO, Delta, dQ_acc, N, H, so_b, so_h, so_n, sdo_b, sdo_h, sdo_n, D: tl.constexpr, BLOCK: tl.constexpr
+):
+    """Delta = rowsum(O dO) of BLOCK rows of one head, in fp32: the term of dS that the backward
+    kernel reads for every query tile. It also zeroes those rows of dQ_acc, which the backward's
+    bulk reductions add to."""
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    bh = tl.program_id(1)
+    cols = tl.arange(0, D)
+    o = tl.load(O + (bh // H) * so_b + (bh % H) * so_h + rows[:, None] * so_n + cols[None, :])
+    do = tl.load(dO + (bh // H) * sdo_b + (bh % H) * sdo_h + rows[:, None] * sdo_n + cols[None, :])
+    tl.store(Delta + bh * N + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1))
+    tl.store(dQ_acc + (bh * N + rows)[:, None] * D + cols[None, :], tl.zeros([BLOCK, D], tl.float32))
+
+
+@gluon.jit
+def _bwd_kernel(
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dK, dV, L, Delta, N, H,
+    q_rows_b, q_stride_h, q_row_len, k_rows_b, k_stride_h, k_row_len,
+    v_rows_b, v_stride_h, v_row_len, do_rows_b, do_stride_h, do_row_len,
+    stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn, scale, scale_log2,
+    IS_CAUSAL: gl.constexpr, num_warps: gl.constexpr,
+):  # fmt: skip
+    """dK and dV of 128 keys, and their shares of dQ: K and V fixed, Q and dO streamed. Causal, the
+    first key tiles see the most queries, so the grid's order is already heaviest first."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    dtype: gl.constexpr = q_desc.dtype
+    k0 = gl.program_id(0) * 2 * BLOCK_N
+    bh = gl.program_id(1)
+    q_row, q_col = _origin(bh, H, q_rows_b, q_stride_h, q_row_len)
+    k_row, k_col = _origin(bh, H, k_rows_b, k_stride_h, k_row_len)
+    v_row, v_col = _origin(bh, H, v_rows_b, v_stride_h, v_row_len)
+    do_row, do_col = _origin(bh, H, do_rows_b, do_stride_h, do_row_len)
+    q_start = k0 if IS_CAUSAL else 0  # earlier queries see none of these keys
+    n_steps = (N - q_start) // BLOCK_M
+    dK += (bh // H) * stride_dkb + (bh % H) * stride_dkh
+    dV += (bh // H) * stride_dvb + (bh % H) * stride_dvh
+
+    k_smem = gl.allocate_shared_memory(dtype, [2] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES] + q_desc.block_type.shape, q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES] + do_desc.block_type.shape, do_desc.layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], q_desc.layout)
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, D], dq_desc.layout)
+    fixed_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    dq_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(fixed_bar, count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(dq_ready.index(i), count=1)
+        mbarrier.init(dq_free.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # released by both consumer warpgroups
+
+    fixed = (k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0)
+    stream = (q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps)
+    bars = (fixed_bar, ready, empty)
+    out = (
+        dK,
+        dV,
+        L,
+        Delta,
+        N,
+        bh,
+        stride_dkn,
+        stride_dvn,
+        scale,
+        scale_log2,
+        dq_desc,
+        ds_smem,
+        dq_smem,
+        dq_ready,
+        dq_free,
+    )
+    gl.warp_specialize(
+        [
+            (_consumer, (fixed, stream, bars, out, 0, IS_CAUSAL)),
+            (_consumer, (fixed, stream, bars, out, 1, IS_CAUSAL)),
+            (_loader, (fixed, stream, bars, out, 1, IS_CAUSAL)),
+        ],
+        [4, 1],
+        [WS_CONSUMER_REGS, WS_LOADER_REGS],
+    )
+
+
+def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor) -> str:
+    """Why this backward cannot take these (batch, heads, n, d) inputs ('' if it can): the Gluon
+    forward's conditions, d = 64, more than flash_gluon.SHORT keys, a dO one descriptor addresses,
+    and no demand for deterministic algorithms."""
+    why = flash_gluon.unsupported(Q, K, V)
+    n, d = Q.shape[-2:]
+    if not why and d != 64:
+        why = f"head size {d}: 64 only"
+    if not why and n <= flash_gluon.SHORT:
+        why = f"{n} keys: more than {flash_gluon.SHORT} only"
+    if not why and not flash_gluon._addressable(dO):
+        why = "a dO layout that one 2-D TMA descriptor cannot address"
+    if not why and torch.are_deterministic_algorithms_enabled():
+        why = "deterministic algorithms demanded: dQ's fp32 additions come in no fixed order"
+    return why
+
+
+def backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
+    """Write the gradients of attention of (batch, heads, n, d) Q, K, V into dQ, dK, dV (any strides)
+    from its output O, logsumexp L (batch, heads, n, contiguous) and dO. Call only where
+    ``unsupported`` returns ''. Under torch.compile this is the custom op
+    ``lmperf::gluon_attention_backward``, as the forward is ``lmperf::gluon_attention_forward``."""
+    if torch.compiler.is_compiling():
+        torch.ops.lmperf.gluon_attention_backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal)
+    else:
+        _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal)
+
+
+def _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
+    batch, heads, n, d = Q.shape
+    Q, K, V, dO = (x if x.data_ptr() % 16 == 0 else x.clone() for x in (Q, K, V, dO))  # TMA's alignment
+    q, k, v, do = (_as_rows(x, ROWS) for x in (Q, K, V, dO))
+    delta = torch.empty_like(L)
+    dq_acc = torch.empty(batch * heads * n, d, device=Q.device, dtype=torch.float32)  # zeroed with Delta
+    _delta_kernel[(n // ROWS, batch * heads)](
+        O, dO, delta, dq_acc, n, heads, *O.stride()[:3], *dO.stride()[:3], D=d, BLOCK=ROWS
+    )
+    dq_desc = TensorDescriptor(dq_acc, [batch * heads * n, d], [d, 1], [ROWS, d], _dq_layout(d))
+    scales = (1 / math.sqrt(d), LOG2E / math.sqrt(d))
+    _bwd_kernel[(n // (2 * ROWS), batch * heads)](
+        q[0], k[0], v[0], do[0], dq_desc, dK, dV, L, delta, n, heads,
+        *q[1:], *k[1:], *v[1:], *do[1:], *dK.stride()[:3], *dV.stride()[:3], *scales,
+        IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS,
+    )  # fmt: skip
+    dQ.copy_(dq_acc.view(batch, heads, n, d))
+
+
+def _dq_layout(d: int) -> gl.NVMMASharedLayout:
+    return gl.NVMMASharedLayout.get_default_for([ROWS, d], gl.float32)
+
+
+_LIBRARY = torch.library.Library("lmperf", "FRAGMENT")
+_LIBRARY.define(
+    "gluon_attention_backward(Tensor Q, Tensor K, Tensor V, Tensor O, Tensor dO, Tensor L, "
+    "Tensor(a!) dQ, Tensor(b!) dK, Tensor(c!) dV, bool is_causal) -> ()"
+)
+_LIBRARY.impl("gluon_attention_backward", _launch, "CUDA")
+torch.library.register_fake("lmperf::gluon_attention_backward", lambda *args: None, lib=_LIBRARY)
+
+
+def compile_for_sm90(is_causal: bool, d: int = 64):
+    """Compile _bwd_kernel for an H100 on any machine (no GPU needed): the tests' check that it
+    builds, and that its dQ goes through the TMA unit's bulk reduction."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn, signature = _bwd_kernel, {}
+    scalars = {"dK": "*bf16", "dV": "*bf16", "L": "*fp32", "Delta": "*fp32", "scale": "fp32", "scale_log2": "fp32"}
+    for arg in fn.arg_names:
+        if arg == "dq_desc":
+            signature[arg] = f"tensordesc<fp32[{ROWS}, {d}],{_dq_layout(d)!r}>"
+        elif arg.endswith("_desc"):
+            signature[arg] = f"tensordesc<bf16[{ROWS}, {d}],{flash_gluon._shared_layout((ROWS, d), gl.bfloat16)!r}>"
+        else:
+            signature[arg] = scalars.get(arg, "i32")
+    constexprs = {"IS_CAUSAL": is_causal, "num_warps": 4}
+    signature |= dict.fromkeys(constexprs, "constexpr")
+    source = GluonASTSource(fn, signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": WS_LAUNCH_REGS})
