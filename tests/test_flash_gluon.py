@@ -62,7 +62,9 @@ def test_gluon_path_refuses_what_it_cannot_run():
 @pytest.mark.parametrize("n", [256, 2560], ids=["fwd_kernel", "fwd_ws_kernel"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [True, False])
-def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal):
+def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal, monkeypatch):
+    monkeypatch.setattr(flash_gluon_backward, "MIN_KEYS", 0)  # the five-product backward at any size
+    monkeypatch.setattr(flash_gluon_backward, "MIN_PROGRAMS", 0)
     q, k, v = (t.requires_grad_() for t in model_layout(2, 3, n, d, torch.bfloat16, "cuda", seed=d))
     assert flash_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
     splits = flash_gluon.key_splits(2 * 3 * n // flash_gluon.BLOCK_M, n // 128, flash_gluon._sm_count(q.device))
@@ -82,7 +84,7 @@ def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal):
     for x, r in ((o, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert ((x.double() - r).norm() / r.norm()).item() < 2e-2
     five_products = flash_gluon_backward.unsupported(q, k, v, grad_out) == ""
-    assert five_products == (d == 64 and n > flash_gluon.SHORT)  # the backward under test
+    assert five_products == (d == 64)  # the backward under test
     grads = [t.grad.clone() for t in (q, k, v)]
     for t in (q, k, v):
         t.grad = None
@@ -97,7 +99,7 @@ def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal):
 def test_deterministic_algorithms_give_repeatable_gradients():
     """Under torch.use_deterministic_algorithms, the rows that would take the five-product backward
     take the portable one, and two backwards agree bit for bit."""
-    q, k, v = (t.requires_grad_() for t in model_layout(2, 3, 2560, 64, torch.bfloat16, "cuda"))
+    q, k, v = (t.requires_grad_() for t in model_layout(1, 2, 8192, 64, torch.bfloat16, "cuda"))
     grad_out = torch.randn_like(q)
     assert flash_gluon_backward.unsupported(q, k, v, grad_out) == ""
     torch.use_deterministic_algorithms(True)
@@ -138,6 +140,16 @@ def test_the_gluon_layout_check_does_not_break_a_compiled_graph():
 
     explanation = torch._dynamo.explain(check)(torch.zeros(1, 256, 2, 64, dtype=BF16))
     assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+@pytest.mark.parametrize(
+    "n, programs, five",
+    [(4096, 32, False), (8192, 64, False), (16384, 128, True), (8192, 1024, True), (4096, 2048, False)],
+)
+def test_the_five_product_backward_is_taken_where_it_was_measured_faster(n, programs, five):
+    """The sizes of the H100 measurements behind flash_gluon_backward.pays: the batch-1 sweep at
+    4096, 8192 and 16384 keys, 1 x 16 x 8192, and 4 x 16 x 4096 (level, so left to the portable)."""
+    assert flash_gluon_backward.pays(n, programs) == five
 
 
 @pytest.mark.parametrize("n, splits, ws", [(16384, 1, True), (2560, 1, True), (2048, 1, False), (4096, 2, False)])

@@ -247,20 +247,34 @@ def _bwd_kernel(
 
 
 def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor) -> str:
-    """Why this backward cannot take these (batch, heads, n, d) inputs ('' if it can): the Gluon
-    forward's conditions, d = 64, more than flash_gluon.SHORT keys, a dO one descriptor addresses,
+    """Why this backward does not take these (batch, heads, n, d) inputs ('' if it does): the Gluon
+    forward's conditions, d = 64, a size where it pays (``pays``), a dO one descriptor addresses,
     and no demand for deterministic algorithms."""
     why = flash_gluon.unsupported(Q, K, V)
-    n, d = Q.shape[-2:]
+    batch, heads, n, d = Q.shape
+    programs = n // (2 * ROWS) * batch * heads
     if not why and d != 64:
         why = f"head size {d}: 64 only"
-    if not why and n <= flash_gluon.SHORT:
-        why = f"{n} keys: more than {flash_gluon.SHORT} only"
+    if not why and not pays(n, programs):
+        why = f"{n} keys in {programs} programs: the portable kernels are faster there"
     if not why and not flash_gluon._addressable(dO):
         why = "a dO layout that one 2-D TMA descriptor cannot address"
     if not why and torch.are_deterministic_algorithms_enabled():
         why = "deterministic algorithms demanded: dQ's fp32 additions come in no fixed order"
     return why
+
+
+MIN_KEYS = 8192
+MIN_PROGRAMS = 128  # about one a SM of an H100 (132)
+
+
+def pays(n: int, programs: int) -> bool:
+    """Whether rows of n keys, in a grid of this many programs (128 keys each), are faster here than
+    in the portable kernels. Measured on an H100 (notes/flash-hopper.md, variant 20): faster from
+    16384 keys at batch 1 (128 programs) and at 1 x 16 x 8192 (1024), 9-11% slower at batch 1 below
+    16384 keys, where a grid of 32 or 64 programs leaves most SMs idle and the portable kernels'
+    smaller tiles do not, and level at 4 x 16 x 4096."""
+    return n >= MIN_KEYS and programs >= MIN_PROGRAMS
 
 
 def backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
