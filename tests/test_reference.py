@@ -713,3 +713,36 @@ def test_warp_specialized_sweep_slice_is_one_commit_and_says_what_its_rows_show(
     point = graphed.loc[(64, "forward", 16384)]
     assert f"{point['ours_triton']:.4f} against {point['sdpa_cudnn']:.4f} ms" in readme
     assert abs(point["ours_triton"] / point["sdpa_cudnn"] - 1) < 0.01  # "level"
+
+
+BACKWARD_TMA = REFERENCE / "flash-bwd-tma"
+
+
+def test_five_product_backward_slice_is_two_commits_and_says_what_its_rows_show():
+    """Leaderboard and d = 64 sweep at the backward's commit, the sweep again at its size rule's
+    commit, each re-rendered from its CSVs; the README's ratios are the paired CIs of the rounds, and
+    its sweep claims are the replayed times: the rule gives 4096 and 8192 keys back to the faster
+    portable kernels, and from 32768 keys ours is ahead of cuDNN's forward + backward."""
+    from lmperf.report import flash_section
+
+    leaderboard, sweep = (render.read(BACKWARD_TMA / name) for name in ("leaderboard.csv", "flash_sweep.csv"))
+    ruled = render.read(BACKWARD_TMA / "rule" / "flash_sweep.csv")
+    assert set(leaderboard["commit"]) == set(sweep["commit"]) == {"b4151c725acc"}
+    assert set(ruled["commit"]) == {"ef6f689f330b"}
+    assert (leaderboard.dropna(subset=["median_ms"])["rounds"] == 10).all()
+    assert_rendered(BACKWARD_TMA, flash_section.render(leaderboard, sweep))
+    title = ["## FlashAttention, the sweep at d = 64 only", ""]
+    assert_rendered(BACKWARD_TMA / "rule", "\n".join([*title, *flash_section.sweep(ruled)]))
+    readme = readme_of(BACKWARD_TMA)
+    assert_forward_bar_met_and_fwd_bwd_bar_not(leaderboard, readme)
+    everywhere, with_rule = (graphed_from_4096(x).loc[(64, "forward_backward")] for x in (sweep, ruled))
+    for seq in (4096, 8192):  # the rule's point: the portable kernels were faster here
+        assert with_rule.loc[seq, "ours_triton"] < everywhere.loc[seq, "ours_triton"]
+        assert f"{everywhere.loc[seq, 'ours_triton']:.3f} against" in readme
+    for seq in (32768, 65536):
+        assert with_rule.loc[seq, "ours_triton"] < with_rule.loc[seq, "sdpa_cudnn"]
+        assert f"{with_rule.loc[seq, 'sdpa_cudnn']:.3f}" in readme
+    for frame, lowest in ((sweep, "1.40×"), (ruled, "1.37×")):
+        graphed = graphed_from_4096(frame)
+        speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
+        assert len(graphed) == 10 and f"{speedup.min():.2f}×" == lowest and lowest in readme
