@@ -5,13 +5,15 @@ Each program holds 128 keys fixed, K and V, 64 keys to each of two consumer warp
 warp streams the query tiles (Q, dO) by TMA, as the forward's ``_fwd_ws_kernel``. Per query tile,
 with keys along rows as in the portable kernel, a consumer computes S^T = K Q^T and dP^T = V dO^T,
 then P^T, dS^T = P^T (dP^T - Delta), dV += P^T dO, dK += dS^T Q, and its share of the tile's dQ,
-dS K. The share is written to shared memory in fp32 and added to an fp32 dQ in global memory by a
-TMA bulk reduction (``cp.reduce.async.bulk.tensor.add``), which runs while the consumer goes on.
+dS K. The two warpgroups' shares of a query tile are summed in shared memory in fp32, and the sum is
+added to an fp32 dQ in global memory by a TMA bulk reduction (``cp.reduce.async.bulk.tensor.add``),
+which runs while the consumers go on.
 
 Why: the portable backward (``flash_triton``) is deterministic at the cost of seven products, two
 of them recomputed in a separate dQ kernel. FlashAttention-3 and cuDNN do five, adding dQ with
-atomics. Element atomics (``gl.atomic_add``) made this kernel twice as slow as the two deterministic
-ones (notes/flash-hopper.md, variant 19); the bulk reduction is what they use instead (variant 20).
+atomics. Element atomics (``gl.atomic_add``) made this kernel slower than the two deterministic
+ones together (notes/flash-hopper.md, variant 19); the bulk reduction is what FlashAttention-3 uses
+instead (variant 20).
 The price is the order of the fp32 additions, which varies between runs: under
 ``torch.use_deterministic_algorithms(True)``, ``unsupported`` sends the backward to the portable
 kernels.
