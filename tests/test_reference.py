@@ -746,3 +746,24 @@ def test_five_product_backward_slice_is_two_commits_and_says_what_its_rows_show(
         graphed = graphed_from_4096(frame)
         speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
         assert len(graphed) == 10 and f"{speedup.min():.2f}×" == lowest and lowest in readme
+
+
+KEPT_FILE = re.compile(r"(?<!No )`([\w./-]+\.(?:txt|log|tsv|csv|csv\.gz|png|yaml))`")
+
+
+@pytest.mark.parametrize(
+    "readme",
+    [*sorted(REFERENCE.glob("*/README.md")), REFERENCE.parents[2] / "notes/flash_hopper/logs/README.md"],
+    ids=lambda path: path.parent.name,
+)
+def test_the_files_a_readme_names_are_committed(readme):
+    """A file that a slice's README (or the A/B logs' index) names as kept is in the checkout: in its
+    folder, or under notes/ from the repository's root. Pipeline paths (results/, report/, config
+    files) are outputs or inputs of a run, not kept files. A `.gitignore` rule once hid every folder
+    named logs/, and with it the A/B outputs the notes quote."""
+    repo = REFERENCE.parents[2]
+    for name in set(KEPT_FILE.findall(readme.read_text())):
+        if name.startswith(("results/", "report/", "config")):
+            continue
+        path = repo / name if name.startswith("notes/") else readme.parent / name
+        assert path.exists() or any(readme.parent.rglob(name)), f"{readme}: {name}"
