@@ -864,6 +864,10 @@ class FlashAttentionTriton(torch.autograd.Function):
     With heads, any strides: the model's (batch, seq, heads, d) projections viewed as (batch,
     heads, seq, d) are read in place, and O is laid out as (batch, seq, heads, d) behind a
     (batch, heads, seq, d) view, so merging the heads back is a view too. No copies either way.
+
+    On an sm_90 GPU the passes go to the Gluon kernels where those are faster: the forward to
+    flash_gluon, the backward to flash_gluon_backward (whose dQ additions come in no fixed order;
+    its ``unsupported`` says where it runs). Elsewhere, and under the interpreter, the kernels here.
     """
 
     @staticmethod
