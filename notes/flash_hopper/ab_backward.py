@@ -70,7 +70,9 @@ def kernels_alone(q, k, v):
     qd, kd, vd, dod = (fgb._as_rows(x, fgb.ROWS) for x in (q, k, v, do))
     delta = (o.float() * do.float()).sum(-1)
     dq_acc = torch.zeros(batch * heads * n, d, device=q.device, dtype=torch.float32)
-    dq_desc = fgb.TensorDescriptor(dq_acc, [batch * heads * n, d], [d, 1], [fgb.ROWS, d], fgb._dq_layout(d))
+    dq_desc = fgb.TensorDescriptor(
+        dq_acc, [batch * heads * n, d], [d, 1], [fgb.ROWS, d], fgb._shared_layout((fgb.ROWS, d), fgb.gl.float32)
+    )
     scales = (1 / math.sqrt(d), fgb.LOG2E / math.sqrt(d))
 
     def kernel():

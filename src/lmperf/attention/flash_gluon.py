@@ -64,6 +64,18 @@ def _load_tile(desc, row, col, bar, dst, pred):
     tma.async_copy_global_to_shared(desc, [row, col], bar, dst, pred=pred)
 
 
+@gluon.constexpr_function
+def mma_layout(n, warps=4):
+    """The layout of a wgmma accumulator of n columns, its warps stacked along the rows."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, n, 16])
+
+
+@gluon.constexpr_function
+def left_operand(accumulator):
+    """The layout of a wgmma's left operand held in registers, for an accumulator laid out so."""
+    return gl.DotOperandLayout(operand_index=0, parent=accumulator, k_width=2)
+
+
 @gluon.jit
 def _origin(bh, H, rows_per_batch, stride_h, row_len):
     """(row, column) of head bh's first element in its tensor viewed as rows of row_len elements."""
@@ -151,14 +163,10 @@ def _fwd_kernel(
     k_row, k_col = _origin(bh, H, k_rows_b, k_stride_h, k_row_len)
     v_row, v_col = _origin(bh, H, v_rows_b, v_stride_h, v_row_len)
 
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, D, 16]
-    )
-    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    s_layout: gl.constexpr = mma_layout(BLOCK_N, num_warps)
+    o_layout: gl.constexpr = mma_layout(D, num_warps)
+    q_layout: gl.constexpr = left_operand(s_layout)
+    p_layout: gl.constexpr = left_operand(o_layout)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
@@ -283,12 +291,10 @@ def _ws_consumer(args, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     D: gl.constexpr = q_desc.block_type.shape[1]
     dtype: gl.constexpr = q_desc.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    s_layout: gl.constexpr = mma_layout(BLOCK_N)
+    o_layout: gl.constexpr = mma_layout(D)
+    q_layout: gl.constexpr = left_operand(s_layout)
+    p_layout: gl.constexpr = left_operand(o_layout)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
@@ -439,6 +445,13 @@ def _as_rows(x: torch.Tensor, block: int):
     return desc, x.stride(0) // row_len, x.stride(1), row_len
 
 
+def tma_aligned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The tensors, each cloned into fresh storage where its base is not 16-byte aligned, as TMA needs
+    (contiguous() would return a view that starts mid-row as it is). Checked at launch, not in
+    unsupported(): torch.compile breaks its graph on storage_offset and data_ptr."""
+    return tuple(x if x.data_ptr() % 16 == 0 else x.clone() for x in tensors)
+
+
 def _addressable(x: torch.Tensor) -> bool:
     """Every head's (n, d) block is rows of one 2-D view: row stride stride(2), a head inside one row."""
     batch, heads, n, d = x.shape
@@ -481,10 +494,7 @@ def _launch(
     Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool
 ) -> None:
     batch, heads, n, d = Q.shape
-    # TMA needs a 16-byte aligned base; a view that starts mid-row is cloned into fresh storage
-    # (contiguous() would return it as it is). Checked here, not in unsupported(): torch.compile
-    # breaks its graph on storage_offset and data_ptr.
-    Q, K, V = (x if x.data_ptr() % 16 == 0 else x.clone() for x in (Q, K, V))
+    Q, K, V = tma_aligned(Q, K, V)
     key_tile, stages = tiling(n, d)
     q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, key_tile), _as_rows(V, key_tile)
     splits = key_splits(batch * heads * n // BLOCK_M, n // key_tile, _sm_count(Q.device))

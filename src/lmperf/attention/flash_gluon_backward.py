@@ -38,7 +38,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from lmperf.attention import flash_gluon
-from lmperf.attention.flash_gluon import LOG2E, WS_CONSUMER_REGS, WS_LAUNCH_REGS, WS_LOADER_REGS, _as_rows, _origin
+from lmperf.attention.flash_gluon import (
+    LOG2E,
+    WS_CONSUMER_REGS,
+    WS_LAUNCH_REGS,
+    WS_LOADER_REGS,
+    _as_rows,
+    _origin,
+    _shared_layout,
+    left_operand,
+    mma_layout,
+    tma_aligned,
+)
 
 ROWS = 64  # keys of each consumer warpgroup, and queries of each streamed tile
 STAGES = gl.constexpr(2)  # ring slots of the streamed pair
@@ -91,12 +102,10 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
     D: gl.constexpr = q_desc.block_type.shape[1]
     N_STAGES: gl.constexpr = q_smem.type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
-    )
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    kv_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=st_layout, k_width=2)
-    pt_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    st_layout: gl.constexpr = mma_layout(BLOCK_M)
+    acc_layout: gl.constexpr = mma_layout(D)
+    kv_layout: gl.constexpr = left_operand(st_layout)
+    pt_layout: gl.constexpr = left_operand(acc_layout)
     col: gl.constexpr = gl.SliceLayout(0, st_layout)
 
     keys0 = k0 + WG * BLOCK_N
@@ -220,23 +229,8 @@ def _bwd_kernel(
     fixed = (k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0)
     stream = (q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps)
     bars = (fixed_bar, ready, empty)
-    out = (
-        dK,
-        dV,
-        L,
-        Delta,
-        N,
-        bh,
-        stride_dkn,
-        stride_dvn,
-        scale,
-        scale_log2,
-        dq_desc,
-        ds_smem,
-        dq_smem,
-        dq_ready,
-        dq_free,
-    )
+    out = (dK, dV, L, Delta, N, bh, stride_dkn, stride_dvn, scale, scale_log2,
+           dq_desc, ds_smem, dq_smem, dq_ready, dq_free)  # fmt: skip
     gl.warp_specialize(
         [
             (_consumer, (fixed, stream, bars, out, 0, IS_CAUSAL)),
@@ -292,14 +286,14 @@ def backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
 
 def _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
     batch, heads, n, d = Q.shape
-    Q, K, V, dO = (x if x.data_ptr() % 16 == 0 else x.clone() for x in (Q, K, V, dO))  # TMA's alignment
+    Q, K, V, dO = tma_aligned(Q, K, V, dO)
     q, k, v, do = (_as_rows(x, ROWS) for x in (Q, K, V, dO))
     delta = torch.empty_like(L)
     dq_acc = torch.empty(batch * heads * n, d, device=Q.device, dtype=torch.float32)  # zeroed with Delta
     _delta_kernel[(n // ROWS, batch * heads)](
         O, dO, delta, dq_acc, n, heads, *O.stride()[:3], *dO.stride()[:3], D=d, BLOCK=ROWS
     )
-    dq_desc = TensorDescriptor(dq_acc, [batch * heads * n, d], [d, 1], [ROWS, d], _dq_layout(d))
+    dq_desc = TensorDescriptor(dq_acc, [batch * heads * n, d], [d, 1], [ROWS, d], _shared_layout((ROWS, d), gl.float32))
     scales = (1 / math.sqrt(d), LOG2E / math.sqrt(d))
     _bwd_kernel[(n // (2 * ROWS), batch * heads)](
         q[0], k[0], v[0], do[0], dq_desc, dK, dV, L, delta, n, heads,
@@ -307,10 +301,6 @@ def _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
         IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS,
     )  # fmt: skip
     dQ.copy_(dq_acc.view(batch, heads, n, d))
-
-
-def _dq_layout(d: int) -> gl.NVMMASharedLayout:
-    return gl.NVMMASharedLayout.get_default_for([ROWS, d], gl.float32)
 
 
 _LIBRARY = torch.library.Library("lmperf", "FRAGMENT")
@@ -332,9 +322,9 @@ def compile_for_sm90(is_causal: bool, d: int = 64):
     scalars = {"dK": "*bf16", "dV": "*bf16", "L": "*fp32", "Delta": "*fp32", "scale": "fp32", "scale_log2": "fp32"}
     for arg in fn.arg_names:
         if arg == "dq_desc":
-            signature[arg] = f"tensordesc<fp32[{ROWS}, {d}],{_dq_layout(d)!r}>"
+            signature[arg] = f"tensordesc<fp32[{ROWS}, {d}],{_shared_layout((ROWS, d), gl.float32)!r}>"
         elif arg.endswith("_desc"):
-            signature[arg] = f"tensordesc<bf16[{ROWS}, {d}],{flash_gluon._shared_layout((ROWS, d), gl.bfloat16)!r}>"
+            signature[arg] = f"tensordesc<bf16[{ROWS}, {d}],{_shared_layout((ROWS, d), gl.bfloat16)!r}>"
         else:
             signature[arg] = scalars.get(arg, "i32")
     constexprs = {"IS_CAUSAL": is_causal, "num_warps": 4}

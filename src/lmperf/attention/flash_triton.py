@@ -818,6 +818,11 @@ def _dense(x: torch.Tensor) -> bool:
     return True
 
 
+def _with_heads(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors as (batch, heads, n, d), as the Gluon kernels take them: (batch, n, d) as one head."""
+    return [x if x.dim() == 4 else x.unsqueeze(1) for x in tensors]
+
+
 def _dims(Q: torch.Tensor, K: torch.Tensor) -> tuple[int, int, int, int, int]:
     """(batch x heads, heads, n_queries, n_keys, d) of (batch, n, d) or (batch, heads, n, d) inputs."""
     *lead, n_q, d = Q.shape
@@ -884,7 +889,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         else:
             O = torch.empty_like(Q)
         L = Q.new_empty(Q.shape[:-1], dtype=torch.float32)
-        heads4 = [x if x.dim() == 4 else x.unsqueeze(1) for x in (Q, K, V, O)]
+        heads4 = _with_heads(Q, K, V, O)
         if not INTERPRET and not flash_gluon.unsupported(*heads4[:3]):
             flash_gluon.forward(*heads4, L, is_causal)  # Hopper: softmax overlapped with the products
         else:
@@ -904,7 +909,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         d0, d1 = head_blocks(d)
         scale = 1.0 / math.sqrt(d)
         dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)  # with Q, K, V's strides
-        heads4 = [x if x.dim() == 4 else x.unsqueeze(1) for x in (Q, K, V, O, dO, dQ, dK, dV)]
+        heads4 = _with_heads(Q, K, V, O, dO, dQ, dK, dV)
         if not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4]):
             flash_gluon_backward.backward(*heads4[:5], L, *heads4[5:], ctx.is_causal)  # Hopper: five products
             return dQ, dK, dV, None
