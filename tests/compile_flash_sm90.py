@@ -17,7 +17,9 @@ POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV
 FLOATS = {"scale", "scale_log2"}
 
 
-def compile_for_sm90(kernel, **constexprs):
+def build(kernel, floats: str = "fp64", dtype: str = "bf16", num_stages: int = 3, **constexprs):
+    """The kernel compiled for sm_90 with 4 warps: constexprs as given, pointers to dtype (fp32 for
+    L, Delta and the like), float scalars typed floats, other arguments i32."""
     fn = kernel
     while not isinstance(fn, triton.runtime.jit.JITFunction):  # unwrap autotune / heuristics
         fn = fn.fn
@@ -26,16 +28,18 @@ def compile_for_sm90(kernel, **constexprs):
         if name in constexprs:
             signature[name] = "constexpr"
         elif name in FLOATS:
-            signature[name] = "fp64"
-        elif name in POINTERS:
-            signature[name] = POINTERS[name]
+            signature[name] = floats
         else:
-            signature[name] = "i32"
+            signature[name] = POINTERS.get(name, "i32").replace("bf16", dtype)
     source = ASTSource(
         fn=fn, signature=signature, constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()}
     )
-    compiled = triton.compile(source, target=TARGET, options={"num_warps": 4, "num_stages": 3})
-    print(f"{fn.__name__} {constexprs} shared={compiled.metadata.shared}")
+    return triton.compile(source, target=TARGET, options={"num_warps": 4, "num_stages": num_stages})
+
+
+def compile_for_sm90(kernel, **constexprs):
+    compiled = build(kernel, **constexprs)
+    print(f"{compiled.name} {constexprs} shared={compiled.metadata.shared}")
 
 
 if __name__ == "__main__":
