@@ -767,3 +767,23 @@ def test_the_files_a_readme_names_are_committed(readme):
             continue
         path = repo / name if name.startswith("notes/") else readme.parent / name
         assert path.exists() or any(readme.parent.rglob(name)), f"{readme}: {name}"
+
+
+def test_the_one_commit_run_costs_what_the_readme_says():
+    """The minutes in report/reference/README.md's cost paragraph are the sums of the slices'
+    committed benchmark: files, per study."""
+    readme = readme_of(REFERENCE.parent)
+
+    def minutes(*globs: str) -> tuple[int, int]:
+        files = [f for g in globs for f in REFERENCE.glob(g)]
+        return len(files), round(sum(pd.read_csv(f, sep="\t")["s"].iloc[-1] for f in files) / 60)
+
+    e2e = minutes("e2e-one-commit/benchmarks/e2e-*.tsv", "graph-capture/benchmarks/e2e-*.tsv")
+    warmup = minutes("graph-capture/benchmarks/warmup/*/*/*.tsv")
+    profile = minutes("profile-one-commit/benchmarks/profile-*.tsv")
+    multi = minutes("memory-ddp/benchmarks/allreduce/*.tsv", "memory-ddp/benchmarks/ddp/*.tsv")
+    assert f"the e2e grid {e2e[1]} min ({e2e[0]} jobs" in readme
+    assert f"the warm-up study {warmup[1]} min ({warmup[0]} processes)" in readme
+    assert f"profiling {profile[1]} min ({profile[0]} jobs)" in readme
+    assert f"memory {minutes('memory-ddp/benchmarks/memory/*.tsv')[1]} min" in readme
+    assert f"all-reduce, DDP and sharding {multi[1]} min" in readme
