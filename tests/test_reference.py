@@ -787,3 +787,5 @@ def test_the_one_commit_run_costs_what_the_readme_says():
     assert f"profiling {profile[1]} min ({profile[0]} jobs)" in readme
     assert f"memory {minutes('memory-ddp/benchmarks/memory/*.tsv')[1]} min" in readme
     assert f"all-reduce, DDP and sharding {multi[1]} min" in readme
+    ladder = [pd.read_csv(f, sep="\t")["s"].iloc[-1] for f in REFERENCE.glob("ladder*/benchmarks/*.tsv")]
+    assert f"the ladder's committed points took {min(ladder):.0f}–{max(ladder):.0f} s each" in readme
