@@ -4,10 +4,12 @@ products, whose dQ shares the TMA unit adds up in global memory.
 Each program holds 128 keys fixed, K and V, 64 keys to each of two consumer warpgroups, and a loader
 warp streams the query tiles (Q, dO) by TMA, as the forward's ``_fwd_ws_kernel``. Per query tile,
 with keys along rows as in the portable kernel, a consumer computes S^T = K Q^T and dP^T = V dO^T,
-then P^T, dS^T = P^T (dP^T - Delta), dV += P^T dO, dK += dS^T Q, and its share of the tile's dQ,
-dS K. The two warpgroups' shares of a query tile are summed in shared memory in fp32, and the sum is
-added to an fp32 dQ in global memory by a TMA bulk reduction (``cp.reduce.async.bulk.tensor.add``),
-which runs while the consumers go on.
+then P^T, dS^T = P^T (dP^T - Delta), dV += P^T dO and dK += dS^T Q, and writes dS^T to shared
+memory. The warpgroups take turns with the tile's dQ = dS K: one multiplies both warpgroups' dS^T
+by their K tiles, and has the sum added to an fp32 dQ in global memory by a TMA bulk reduction
+(``cp.reduce.async.bulk.tensor.add``), which runs while the consumers go on. Turns, rather than a
+share each summed in shared memory (variant 20), keep fp32 partial tiles out of shared memory: 32 KB
+of shared-memory traffic a step instead of 64 (notes/flash-hopper.md, variant 21).
 
 Why: the portable backward (``flash_triton``) is deterministic at the cost of seven products, two
 of them recomputed in a separate dQ kernel. FlashAttention-3 and cuDNN do five, adding dQ with
@@ -90,13 +92,15 @@ def _loader(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr)
 
 @gluon.jit
 def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
-    """dK and dV of keys [k0 + 64 WG, k0 + 64 WG + 64), and their share of every query tile's dQ.
+    """dK and dV of keys [k0 + 64 WG, k0 + 64 WG + 64), and every other query tile's dQ.
     K and V sit in registers as the left operands of S^T = K Q^T and dP^T = V dO^T; P^T and dS^T
-    feed dV and dK from registers, and dS^T goes through shared memory to dQ = dS K."""
+    feed dV and dK from registers, and dS^T goes through shared memory to dQ = dS K, which the
+    warpgroup whose turn it is computes over both warpgroups' keys. ds_smem holds a dS^T tile per
+    (turn, warpgroup); ds_ready says the other warpgroup's is written, ds_free that it was read."""
     k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
     q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps = stream
     fixed_bar, ready, empty = bars
-    dK, dV, L, Delta, N, bh, stride_dk, stride_dv, scale, scale_log2, dq_desc, ds_smem, dq_smem, dq_ready, dq_free = out
+    dK, dV, L, Delta, N, bh, stride_dk, stride_dv, scale, scale_log2, dq_desc, ds_smem, dq_smem, ds_ready, ds_free = out
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]  # keys of this warpgroup
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]  # queries a step
     D: gl.constexpr = q_desc.block_type.shape[1]
@@ -115,7 +119,6 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
     mbarrier.wait(fixed_bar, 0)
     k = k_smem.index(WG).load(kv_layout)
     v = v_smem.index(WG).load(kv_layout)
-    ds_tile = ds_smem.index(WG)
 
     zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
     zero_acc = gl.zeros([BLOCK_M, D], gl.float32, acc_layout)
@@ -123,6 +126,7 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
     dv = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
     for i in range(n_steps):
         slot = i % N_STAGES
+        turn = i % 2  # the warpgroup that computes this step's dQ tile, over both warpgroups' keys
         q0 = q_start + i * BLOCK_M
         queries = q0 + gl.arange(0, BLOCK_M, layout=col)
         lse2 = gl.load(L + bh * N + queries) * 1.4426950408889634
@@ -137,25 +141,26 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
         dpt = warpgroup_mma_wait(0, deps=(dpt,))
         pt_op = gl.convert_layout(pt.to(dtype), pt_layout)
         dst_op = gl.convert_layout((pt * (dpt - delta[None, :])).to(dtype), pt_layout)
-        ds_tile.store(dst_op)  # dS^T, which the dQ product reads transposed
+        if turn != WG:  # the other warpgroup's dQ product two steps back has read this slot
+            mbarrier.wait(ds_free.index(turn), ((i // 2) & 1) ^ 1)  # starts as if phase 1 had completed
+        ds_smem.index(2 * turn + WG).store(dst_op)  # dS^T, which the dQ product reads transposed
         fence_async_shared()
-        dq = warpgroup_mma(ds_tile.permute((1, 0)), k_smem.index(WG), zero_acc, use_acc=False, is_async=True)
+        if turn != WG:
+            mbarrier.arrive(ds_ready.index(turn), count=1)
         dv = warpgroup_mma(pt_op, do_smem.index(slot), dv, is_async=True)
         dk = warpgroup_mma(dst_op, q_smem.index(slot), dk, is_async=True)
-        dq = warpgroup_mma_wait(2, deps=(dq,))  # dQ's share is done; dV and dK may still run
-        stage = dq_smem.index(i % 2)
-        if i % 2 == WG:  # first of the two: hand this share to the other warpgroup
-            if i > 0:  # free the slot of the last step, whose sum this warpgroup reduced
-                tma.store_wait(0)
-                mbarrier.arrive(dq_free.index((i - 1) % 2), count=1)
-            mbarrier.wait(dq_free.index(i % 2), ((i // 2) & 1) ^ 1)  # starts as if phase 1 had completed
-            stage.store(dq * scale)
-            mbarrier.arrive(dq_ready.index(i % 2), count=1)
-        else:  # second: add the other share, and have the TMA unit add the sum to dQ
-            mbarrier.wait(dq_ready.index(i % 2), (i // 2) & 1)
-            stage.store(stage.load(acc_layout) + dq * scale)
+        if turn == WG:  # dQ = dS K over the program's 128 keys, then added to global dQ by the TMA unit
+            mbarrier.wait(ds_ready.index(turn), (i // 2) & 1)
+            dq = zero_acc
+            for w in gl.static_range(2):  # each warpgroup's keys: its dS^T tile, its K tile
+                dst_w = ds_smem.index(2 * turn + w)
+                dq = warpgroup_mma(dst_w.permute((1, 0)), k_smem.index(w), dq, use_acc=w > 0, is_async=True)
+            dq = warpgroup_mma_wait(0, deps=(dq,))
+            mbarrier.arrive(ds_free.index(turn), count=1)
+            tma.store_wait(0)  # this warpgroup's reduction two steps back has read its stage
+            dq_smem.index(WG).store(dq * scale)
             fence_async_shared()
-            _reduce_add(dq_desc, [bh * N + q0, 0], stage)
+            _reduce_add(dq_desc, [bh * N + q0, 0], dq_smem.index(WG))
         dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
         mbarrier.arrive(empty.index(slot), count=1)
 
@@ -211,17 +216,17 @@ def _bwd_kernel(
     v_smem = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES] + q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES] + do_desc.block_type.shape, do_desc.layout)
-    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], q_desc.layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], q_desc.layout)  # [turn, WG]
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, D], dq_desc.layout)
     fixed_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    dq_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    dq_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(fixed_bar, count=1)
     for i in gl.static_range(2):
-        mbarrier.init(dq_ready.index(i), count=1)
-        mbarrier.init(dq_free.index(i), count=1)
+        mbarrier.init(ds_ready.index(i), count=1)
+        mbarrier.init(ds_free.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # released by both consumer warpgroups
@@ -230,7 +235,7 @@ def _bwd_kernel(
     stream = (q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps)
     bars = (fixed_bar, ready, empty)
     out = (dK, dV, L, Delta, N, bh, stride_dkn, stride_dvn, scale, scale_log2,
-           dq_desc, ds_smem, dq_smem, dq_ready, dq_free)  # fmt: skip
+           dq_desc, ds_smem, dq_smem, ds_ready, ds_free)  # fmt: skip
     gl.warp_specialize(
         [
             (_consumer, (fixed, stream, bars, out, 0, IS_CAUSAL)),
