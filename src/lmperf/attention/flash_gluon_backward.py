@@ -265,16 +265,18 @@ def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Ten
     return why
 
 
-MIN_KEYS = 8192
+MIN_KEYS = 4096
 MIN_PROGRAMS = 128  # about one a SM of an H100 (132)
 
 
 def pays(n: int, programs: int) -> bool:
     """Whether rows of n keys, in a grid of this many programs (128 keys each), are faster here than
-    in the portable kernels. Measured on an H100 (notes/flash-hopper.md, variant 20): faster from
-    16384 keys at batch 1 (128 programs) and at 1 x 16 x 8192 (1024), 9-11% slower at batch 1 below
-    16384 keys, where a grid of 32 or 64 programs leaves most SMs idle and the portable kernels'
-    smaller tiles do not, and level at 4 x 16 x 4096."""
+    in the portable kernels. Measured on an H100 after variant 21 (notes/flash-hopper.md; forward +
+    backward, replayed graphs): 6-12% faster from 4096 keys where the grid has 128 programs or more
+    (1 x 4 x 4096, 4 x 16 x 4096, 1 x 2 x 8192, 1 x 1 x 16384); 7% slower at 1 x 1 x 8192, whose
+    64 programs leave half the SMs idle where the portable kernels' smaller tiles do not; 3-8%
+    slower at 2048 keys and below (4 x 16 x 2048, the model's 4 x 20 x 1024), where each program
+    walks few query tiles."""
     return n >= MIN_KEYS and programs >= MIN_PROGRAMS
 
 

@@ -1,0 +1,68 @@
+"""Where the five-product Hopper backward pays after variant 21 (`flash_gluon_backward.pays`): forward +
+backward of our autograd function with the portable backward and with the Hopper one forced, beside
+SDPA cuDNN, at the model's shapes (batch 4, d 64, 512 to 2048 keys) and at the sweep's batch-1 rows
+near the rule's edge. Each is captured as a CUDA graph and replayed by do_bench, once per round,
+five rounds; medians in microseconds.
+
+    PYTHONPATH=src python notes/flash_hopper/ab_pays.py [batch:heads:seq ...]
+"""
+
+import statistics
+import sys
+
+sys.path.insert(0, "notes/flash_hopper")
+import torch
+from common import passes, rounds, sdpa
+from torch.nn.attention import SDPBackend
+
+from lmperf.attention import flash_gluon_backward
+from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.measure.timing import capture_graph
+
+RULE = flash_gluon_backward.pays
+
+
+def ours(hopper: bool):
+    def run(q, k, v):
+        flash_gluon_backward.pays = (lambda n, programs: True) if hopper else (lambda n, programs: False)
+        return FlashAttentionTriton.apply(q, k, v, True)
+
+    return run
+
+
+IMPLEMENTATIONS = {"portable": ours(False), "hopper": ours(True), "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [
+    (4, 12, 512),
+    (4, 16, 1024),
+    (4, 20, 1024),
+    (4, 25, 1024),
+    (4, 16, 2048),
+    (4, 16, 4096),
+    (1, 1, 8192),
+    (1, 2, 8192),
+    (1, 1, 16384),
+]
+print(torch.cuda.get_device_name())
+for batch, heads, seq in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(seq + heads)
+    # the model's layout: (batch, seq, heads, d) projections read as (batch, heads, seq, d)
+    q, k, v = (
+        torch.randn(batch, seq, heads, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+        .transpose(1, 2)
+        .detach()
+        .requires_grad_()
+        for _ in "qkv"
+    )
+    steps = {}
+    for name, fn in IMPLEMENTATIONS.items():
+        fn(q, k, v).sum().backward()  # autotune and compile outside the capture
+        steps[name] = capture_graph(passes(fn, q, k, v)["forward_backward"], torch.device("cuda"))
+    times = {name: statistics.median(xs) * 1e3 for name, xs in rounds(steps).items()}
+    rule = RULE(seq, seq // 128 * batch * heads)
+    print(
+        f"{batch}x{heads}x{seq} fwd+bwd us: "
+        + ", ".join(f"{name} {us:.1f}" for name, us in times.items())
+        + f"; hopper/portable {times['hopper'] / times['portable']:.3f}; rule says hopper: {rule}",
+        flush=True,
+    )
+flash_gluon_backward.pays = RULE
