@@ -39,21 +39,23 @@ def graphed_from_4096(sweep: pd.DataFrame) -> pd.DataFrame:
     return timed.pivot_table(index=["d", "pass", "seq"], columns="implementation", values="graphed_median_ms")
 
 
-def assert_forward_bar_met_and_fwd_bwd_bar_not(leaderboard: pd.DataFrame, readme: str) -> None:
+def assert_cudnn_bars(leaderboard: pd.DataFrame, readme: str, fwd_bwd_met: bool = False) -> None:
     """The README states ours against cuDNN as the paired CIs of the leaderboard's rounds, and the CIs
-    say what the slices claim: ahead on the forward (launched and replayed), behind on fwd+bwd."""
+    say what the slice claims: ahead on the forward (launched and replayed), and on fwd+bwd ahead or
+    behind as fwd_bwd_met says."""
     from lmperf.measure.stats import ratio_ci, split_ms
 
     by = leaderboard.set_index(["implementation", "pass"])
     for step, column, bar_met in (
         ("forward", "round_ms", True),
         ("forward", "graphed_round_ms", True),
-        ("forward_backward", "round_ms", False),
+        ("forward_backward", "round_ms", fwd_bwd_met),
     ):
         ours, cudnn = (split_ms(by.loc[(impl, step), column]) for impl in ("ours_triton", "sdpa_cudnn"))
         ratio, low, high = ratio_ci(cudnn, ours)
         assert f"{ratio:.3f}×" in readme and f"{low:.3f}–{high:.3f}" in readme
         assert (low > 1) == bar_met
+        assert (high < 1) == (not bar_met)
 
 
 def test_sections_are_rendered_from_the_committed_csvs_and_link_their_figures():
@@ -688,7 +690,7 @@ def test_warp_specialized_leaderboard_meets_the_forward_bar_it_claims():
     assert set(rows["commit"]) == {"c13199c"} and (rows.dropna(subset=["median_ms"])["rounds"] == 10).all()
     assert (WARP_SPECIALIZED / "sections.md").read_text() == "\n".join(flash_section.leaderboard(rows))
     readme = readme_of(WARP_SPECIALIZED)
-    assert_forward_bar_met_and_fwd_bwd_bar_not(rows, readme)
+    assert_cudnn_bars(rows, readme)
     assert "**Forward: the bar (ours ≤ cuDNN) is met.**" in readme
 
 
@@ -706,7 +708,7 @@ def test_warp_specialized_sweep_slice_is_one_commit_and_says_what_its_rows_show(
     assert (leaderboard.dropna(subset=["median_ms"])["rounds"] == 10).all()
     assert_rendered(SWEEP_WS, flash_section.render(leaderboard, sweep))
     readme = readme_of(SWEEP_WS)
-    assert_forward_bar_met_and_fwd_bwd_bar_not(leaderboard, readme)
+    assert_cudnn_bars(leaderboard, readme)
     graphed = graphed_from_4096(sweep)
     speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
     assert len(graphed) == 20 and speedup.min() >= 1.38 and "at least 1.38× its speed" in readme
@@ -734,7 +736,7 @@ def test_five_product_backward_slice_is_two_commits_and_says_what_its_rows_show(
     title = ["## FlashAttention, the sweep at d = 64 only", ""]
     assert_rendered(BACKWARD_TMA / "rule", "\n".join([*title, *flash_section.sweep(ruled)]))
     readme = readme_of(BACKWARD_TMA)
-    assert_forward_bar_met_and_fwd_bwd_bar_not(leaderboard, readme)
+    assert_cudnn_bars(leaderboard, readme)
     everywhere, with_rule = (graphed_from_4096(x).loc[(64, "forward_backward")] for x in (sweep, ruled))
     for seq in (4096, 8192):  # the rule's point: the portable kernels were faster here
         assert with_rule.loc[seq, "ours_triton"] < everywhere.loc[seq, "ours_triton"]
@@ -746,6 +748,32 @@ def test_five_product_backward_slice_is_two_commits_and_says_what_its_rows_show(
         graphed = graphed_from_4096(frame)
         speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
         assert len(graphed) == 10 and f"{speedup.min():.2f}×" == lowest and lowest in readme
+
+
+BACKWARD_TURNS = REFERENCE / "flash-bwd-turns"
+
+
+def test_turns_slice_meets_both_cudnn_bars_at_one_commit_and_says_what_its_rows_show():
+    """Leaderboard and both bf16 sweeps at one commit, re-rendered from the CSVs; both cuDNN bars met
+    as paired CIs; the sweep bar held at d 64 and 128; and the README's cuDNN comparisons at the
+    sweep's longest rows are the replayed times."""
+    from lmperf.report import flash_section
+
+    leaderboard, sweep = (render.read(BACKWARD_TURNS / name) for name in ("leaderboard.csv", "flash_sweep.csv"))
+    assert set(leaderboard["commit"]) == set(sweep["commit"]) == {"3cab90bebebc"}
+    assert (leaderboard.dropna(subset=["median_ms"])["rounds"] == 10).all()
+    assert_rendered(BACKWARD_TURNS, flash_section.render(leaderboard, sweep))
+    readme = readme_of(BACKWARD_TURNS)
+    assert_cudnn_bars(leaderboard, readme, fwd_bwd_met=True)
+    graphed = graphed_from_4096(sweep)
+    speedup = graphed["sdpa_flash"] / graphed["ours_triton"]
+    assert len(graphed) == 20 and (speedup >= 1).all()
+    for d, lowest in ((64, "1.39×"), (128, "1.51×")):
+        assert f"{speedup.loc[d].min():.2f}×" == lowest and lowest in readme
+    fwd_bwd = graphed.xs("forward_backward", level="pass")
+    for d, seq, ahead in ((64, 16384, True), (64, 65536, True), (128, 32768, False), (128, 65536, False)):
+        ours, cudnn = fwd_bwd.loc[(d, seq), "ours_triton"], fwd_bwd.loc[(d, seq), "sdpa_cudnn"]
+        assert (ours < cudnn) == ahead and f"{ours:.3f} against {cudnn:.3f}" in readme
 
 
 KEPT_FILE = re.compile(r"(?<!No )`([\w./-]+\.(?:txt|log|tsv|csv|csv\.gz|png|yaml))`")
