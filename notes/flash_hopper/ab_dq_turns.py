@@ -2,8 +2,9 @@
 causal), at the power cap: the backward alone, then forward + backward as the leaderboard times it
 (`o.sum().backward()`, our Gluon forward before each of our backwards).
 
-- v20: the five-product backward as b4151c7 landed it (13cb580 has the same kernel); each warpgroup's dQ share went through
-  shared memory, the second warpgroup added the first's and the TMA unit added the sum.
+- v20: the five-product backward as b4151c7 landed it (13cb580 has the same kernel); each
+  warpgroup's dQ share went through shared memory, the second warpgroup added the first's and the
+  TMA unit added the sum.
 - v21: this tree's kernel; the warpgroups take turns, one computing the whole dQ tile of a step over
   both warpgroups' keys (dS^T of both in shared memory), so no fp32 share crosses shared memory.
 - v21s3: v21 with a ring of three Q/dO slots instead of two.
