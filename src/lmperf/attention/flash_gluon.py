@@ -48,7 +48,7 @@ def tiling(n: int, d: int) -> tuple[int, int]:
     """(key tile, ring stages) of _fwd_kernel for n keys at head size d (rows up to SHORT, or split):
     what was fastest on an H100 (notes/flash-hopper.md, variants 10, 13 and 22). At d = 64, 128 keys in
     2 stages from 4096 keys on (the leaderboard's 16384: 1.28 ms against 1.43 with 64); otherwise 64
-    keys in 2 stages: 4-11% faster than 128 keys from 256 to 2048 keys, and 5-6% faster than 3 stages
+    keys in 2 stages: 4-11% faster than 128 keys from 256 to 2048 keys, and 1-6% faster than 3 stages
     at the model's contexts, since 41 KB of shared memory let four programs share an SM where 57 KB
     let three."""
     if d == 64 and n > SHORT:
