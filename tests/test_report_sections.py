@@ -97,6 +97,15 @@ def test_leaderboard_section_states_the_measured_ratios():
     assert "faster than it" in text and "slower than it" in text  # faster than flash, slower than cuDNN
 
 
+def test_leaderboard_section_states_the_flop_convention_its_rates_use():
+    """The section says how TFLOP/s count (#21 item 5), and its table's rates follow that count."""
+    from lmperf.measure.flops import attention_flops
+
+    text = flash_section.render(leaderboard_frame(), sweep_frame())
+    assert "halved when causal; the backward 2.5× the forward, forward + backward 3.5×." in text
+    assert attention_flops(2, 8, 4, True, "forward_backward") == 3.5 * 4 * 2 * 8 * 8 * 4 / 2
+
+
 def graphed(frame, gpu_ms):
     """The frame with graphed columns: gpu_ms(row) as the replayed time."""
     frame = frame.copy()

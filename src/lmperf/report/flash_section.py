@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from lmperf.measure.flops import ATTENTION_PASS_FLOPS
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
 from lmperf.report.markdown import num, ok, table, text
 
@@ -43,6 +44,14 @@ def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str, column: str = "m
     ratio = theirs[column].iloc[0] / ours[column].iloc[0]
     verdict = "faster than" if ratio > 1 else "slower than"
     return f"{head} {num(ratio)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms) — {verdict} it."
+
+
+FLOP_CONVENTION = (
+    "TFLOP/s follow the leaderboard's convention (`lmperf.measure.flops.attention_flops`): the forward counts "
+    "4 · batch · seq² · d FLOPs, halved when causal; the backward "
+    f"{num(ATTENTION_PASS_FLOPS['backward'], 1)}× the forward, forward + backward "
+    f"{num(ATTENTION_PASS_FLOPS['forward_backward'], 1)}×."
+)
 
 
 def leaderboard(frame: pd.DataFrame) -> list[str]:
@@ -94,6 +103,8 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
     return out + [
         f"`triton.testing.do_bench` median, warm-up {first['warmup_ms']} ms, repetitions for {first['rep_ms']} ms"
         f"{rounds}; ours is `torch.compile(FlashAttentionTriton.apply)`, and `o.sum().backward()` for the backward.",
+        "",
+        FLOP_CONVENTION,
         "",
         table(shown),
         "",

@@ -28,6 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
+from lmperf.measure.flops import attention_flops
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.studies import int_list
 
@@ -38,11 +39,6 @@ PASSES = ("forward", "backward", "forward_backward")
 # The tiled PyTorch forward runs (N/64)^2/2 tiles from a Python loop: 2 s a pass at N = 16384.
 # Above this length its rows are skipped rather than spending minutes of GPU time on launches.
 PYTHON_LOOP_MAX_SEQ = 4096
-
-
-def attention_flops(batch: int, seq: int, d: int, causal: bool, pass_: str) -> float:
-    forward = 4 * batch * seq * seq * d / (2 if causal else 1)
-    return forward * {"forward": 1.0, "backward": 2.5, "forward_backward": 3.5}[pass_]
 
 
 def _sdpa(backend: SDPBackend):
