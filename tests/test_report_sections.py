@@ -99,7 +99,7 @@ def test_leaderboard_section_states_the_measured_ratios():
 
 def test_leaderboard_section_states_the_flop_convention_its_rates_use():
     """The section says how TFLOP/s count (#21 item 5), and its table's rates follow that count."""
-    from lmperf.measure.flops import attention_flops
+    from lmperf.measure.attention_flops import attention_flops
 
     text = flash_section.render(leaderboard_frame(), sweep_frame())
     assert "halved when causal; the backward 2.5× the forward, forward + backward 3.5×." in text

@@ -22,17 +22,6 @@ PEAK_TFLOPS: list[tuple[str, dict[str, float]]] = [
 ADAMW_BYTES_PER_PARAM = 28
 
 
-# FlashAttention's leaderboard convention: the forward's two products, 4 batch seq^2 d FLOPs, halved
-# when causal; the backward (five products, recomputing S and P not counted) 2.5x the forward.
-ATTENTION_PASS_FLOPS = {"forward": 1.0, "backward": 2.5, "forward_backward": 3.5}
-
-
-def attention_flops(batch: int, seq: int, d: int, causal: bool, pass_: str) -> float:
-    """FLOPs of one attention pass over (batch, seq, d) inputs, by the leaderboard's convention."""
-    forward = 4 * batch * seq * seq * d / (2 if causal else 1)
-    return forward * ATTENTION_PASS_FLOPS[pass_]
-
-
 def peak_tflops(device_name: str, precision: str) -> float | None:
     """The dense peak for ``precision`` ('fp32' or 'bf16') on a device, or None when unknown (CPUs).
     ``precision='hbm_tbps'`` reads the bandwidth column instead (``peak_hbm_tbps``)."""

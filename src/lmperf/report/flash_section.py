@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from lmperf.measure.flops import ATTENTION_PASS_FLOPS
+from lmperf.measure.attention_flops import ATTENTION_PASS_FLOPS
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
 from lmperf.report.markdown import num, ok, table, text
 
@@ -47,7 +47,7 @@ def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str, column: str = "m
 
 
 FLOP_CONVENTION = (
-    "TFLOP/s follow the leaderboard's convention (`lmperf.measure.flops.attention_flops`): the forward counts "
+    "TFLOP/s follow the leaderboard's convention (`lmperf.measure.attention_flops`): the forward counts "
     "4 · batch · seq² · d FLOPs, halved when causal; the backward "
     f"{num(ATTENTION_PASS_FLOPS['backward'], 1)}× the forward, forward + backward "
     f"{num(ATTENTION_PASS_FLOPS['forward_backward'], 1)}×."

@@ -28,7 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
-from lmperf.measure.flops import attention_flops
+from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.studies import int_list
 
