@@ -7,24 +7,24 @@ every 100 ms. Before timing, each of ours is compared with cuDNN's gradients.
     PYTHONPATH=src python notes/flash_hopper/ab_dq_slots.py [REP_MS] [ROUNDS]
 
 The four-slot kernel is made here from the landed source by replacing its dQ hand-over (VARIANT
-below), in a temporary module without the torch.library registration.
+below), in a temporary module without the torch.library registration. That hand-over is variant
+20's: the script runs against the source of 98f9ca3 to 13cb580, not after variant 21 (3cab90b).
 """
 
-import importlib.util
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, "notes/flash_hopper")
 import torch
 import torch.nn.functional as F
+from common import kernel_module, leaderboard_backward_inputs
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
-from lmperf.attention import flash_gluon
 from lmperf.attention import flash_gluon_backward as fgb2
 
 LANDED = """        stage = dq_smem.index(i % 2)
@@ -58,8 +58,9 @@ VARIANT = """        stage = dq_smem.index(i % 4)
 
 
 def four_slots():
-    source = Path(fgb2.__file__).read_text()
-    for old, new in (
+    return kernel_module(
+        Path(fgb2.__file__).read_text(),
+        "flash_gluon_backward_four_slots",
         (LANDED, VARIANT),
         ("[2, BLOCK_M, D], dq_desc.layout", "[4, BLOCK_M, D], dq_desc.layout"),
         (
@@ -74,26 +75,12 @@ def four_slots():
             "    for i in gl.static_range(2):\n        mbarrier.init(dq_ready",
             "    for i in gl.static_range(4):\n        mbarrier.init(dq_ready",
         ),
-    ):
-        assert old in source, old
-        source = source.replace(old, new)
-    source = source[: source.index("_LIBRARY = ")] + source[source.index("def compile_for_sm90") :]
-    path = Path(tempfile.mkdtemp()) / "flash_gluon_backward_four_slots.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    )
 
 
 REP = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-B, H, N, D = 16, 1, 16384, 64
-g = torch.Generator(device="cuda").manual_seed(0)
-q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
-flash_gluon.forward(q, k, v, o, L, True)
-do = torch.randn_like(o)
+q, k, v, o, L, do = leaderboard_backward_inputs()
 
 
 def ours(mod):

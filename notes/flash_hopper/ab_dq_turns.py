@@ -18,52 +18,32 @@ V20_SOURCE is `git show 13cb580:src/lmperf/attention/flash_gluon_backward.py` sa
 Exit status 0 when v21's forward + backward median is below v20's, 3 otherwise.
 """
 
-import importlib.util
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
+sys.path.insert(0, "notes/flash_hopper")
 import torch
 import torch.nn.functional as F
+from common import kernel_module, leaderboard_backward_inputs
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
-from lmperf.attention import flash_gluon, flash_triton
 from lmperf.attention import flash_gluon_backward as landed
+from lmperf.attention import flash_triton
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
-
-
-def module(source: str, name: str, *replacements):
-    """A kernel module from source text, without its torch.library registration."""
-    for old, new in replacements:
-        assert old in source, old
-        source = source.replace(old, new)
-    source = source[: source.index("_LIBRARY = ")] + source[source.index("def compile_for_sm90") :]
-    path = Path(tempfile.mkdtemp()) / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 V20_SOURCE = Path(sys.argv[1]).read_text()
 REP = int(sys.argv[2]) if len(sys.argv) > 2 else 6000
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 src = Path(landed.__file__).read_text()
 kernels = {
-    "v20": module(V20_SOURCE, "bwd_v20"),
+    "v20": kernel_module(V20_SOURCE, "bwd_v20"),
     "v21": landed,
-    "v21s3": module(src, "bwd_v21s3", ("STAGES = gl.constexpr(2)", "STAGES = gl.constexpr(3)")),
+    "v21s3": kernel_module(src, "bwd_v21s3", ("STAGES = gl.constexpr(2)", "STAGES = gl.constexpr(3)")),
 }
 
-B, H, N, D = 16, 1, 16384, 64
-g = torch.Generator(device="cuda").manual_seed(0)
-q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
-flash_gluon.forward(q, k, v, o, L, True)
-do = torch.randn_like(o)
+q, k, v, o, L, do = leaderboard_backward_inputs()
 x = [t.detach().clone().requires_grad_() for t in (q, k, v)]
 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
     oc = F.scaled_dot_product_attention(*x, is_causal=True)

@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, "notes/flash_hopper")
 import torch
-from common import passes, rounds, sdpa
+from common import model_qkv, passes, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
 from lmperf.attention import flash_gluon
@@ -43,14 +43,7 @@ SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [
 ]
 print(torch.cuda.get_device_name())
 for batch, heads, seq in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(seq + heads)
-    q, k, v = (
-        torch.randn(batch, seq, heads, 64, device="cuda", dtype=torch.bfloat16, generator=g)
-        .transpose(1, 2)
-        .detach()
-        .requires_grad_()
-        for _ in "qkv"
-    )
+    q, k, v = model_qkv(batch, heads, seq, 64)
     reference = ARMS["cudnn"](q, k, v).float()
     steps = {}
     for name, fn in ARMS.items():

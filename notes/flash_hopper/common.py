@@ -1,6 +1,11 @@
 """What the variant benchmarks share: SDPA pinned to one backend, the passes they time and the
-interleaved rounds they time them in, and the allocator that device-side tensor descriptors
-(tl.make_tensor_descriptor) need for their scratch."""
+interleaved rounds they time them in, the allocator that device-side tensor descriptors
+(tl.make_tensor_descriptor) need for their scratch, the inputs they time, and kernel modules made
+from edited source."""
+
+import importlib.util
+import tempfile
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -47,3 +52,43 @@ def rounds(steps: dict, n: int = 5) -> dict:
 
 def use_torch_allocator():
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+
+
+def model_qkv(batch: int, heads: int, seq: int, d: int = 64):
+    """Random bf16 q, k, v in the model's layout: (batch, seq, heads, d) projections read as (batch,
+    heads, seq, d), leaves that require grad; seeded by the shape."""
+    g = torch.Generator(device="cuda").manual_seed(seq + heads)
+    return tuple(
+        torch.randn(batch, seq, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        .transpose(1, 2)
+        .detach()
+        .requires_grad_()
+        for _ in "qkv"
+    )
+
+
+def leaderboard_backward_inputs():
+    """The leaderboard shape (16 x 1 x 16384 x 64, causal) ready for a backward alone: q, k, v, and
+    our forward's O and logsumexp L, and a random dO."""
+    from lmperf.attention import flash_gluon
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(16, 1, 16384, 64, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
+    flash_gluon.forward(q, k, v, o, L, True)
+    return q, k, v, o, L, torch.randn_like(o)
+
+
+def kernel_module(source: str, name: str, *replacements):
+    """A kernel module from source text with each (old, new) replaced, without its torch.library
+    registration (so that it can sit beside the landed module)."""
+    for old, new in replacements:
+        assert old in source, old
+        source = source.replace(old, new)
+    source = source[: source.index("_LIBRARY = ")] + source[source.index("def compile_for_sm90") :]
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

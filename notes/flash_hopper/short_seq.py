@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, "notes/flash_hopper")
 import torch
-from common import passes, rounds, sdpa
+from common import model_qkv, passes, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
 from lmperf.attention import flash_gluon, flash_triton
@@ -65,15 +65,7 @@ SHAPES = [(*map(int, a.split(":")), 64)[:3] for a in sys.argv[1:]] or [
     (25, 1024, 64),
 ]
 for heads, seq, d in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(seq + heads)
-    # the model's layout: (batch, seq, heads, d) projections read as (batch, heads, seq, d)
-    q, k, v = (
-        torch.randn(4, seq, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
-        .transpose(1, 2)
-        .detach()
-        .requires_grad_()
-        for _ in "qkv"
-    )
+    q, k, v = model_qkv(4, heads, seq, d)
     reference = IMPLEMENTATIONS["sdpa_cudnn"](q, k, v).float()
     worst = {}
     for name, fn in IMPLEMENTATIONS.items():  # autotune and compile, outside any capture
