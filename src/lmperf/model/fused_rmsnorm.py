@@ -182,13 +182,9 @@ class FusedNormsLM(nn.Module):
         after = [b.ln1 for b in model.layers[1:]] + [model.ln_final]
         self.layers = nn.ModuleList(FusedNormsBlock(b, n) for b, n in zip(model.layers, after, strict=True))
 
-    def block_inputs(self, block: nn.Module) -> tuple[torch.Tensor, ...]:
-        """What each compiled block takes besides (x, h): nothing here (``lmperf.model.packed`` adds weights)."""
-        return ()
-
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         first = self.model.layers[0].ln1
         x, h = rmsnorm(self.model.token_embeddings(token_ids), first.weight, first.eps)
-        for fused, block in zip(self.layers, self.model.layers, strict=True):
-            x, h = fused(x, h, *self.block_inputs(block))
+        for block in self.layers:
+            x, h = block(x, h)
         return self.model.lm_head(h)

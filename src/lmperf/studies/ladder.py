@@ -15,9 +15,7 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 (``lmperf.model.optim_in_backward``), armed during its own steps only. The bf16-weights rung
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
 masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
-``FusedNormsLM``, whose blocks are compiled as the model's are; the packed rung through
-``lmperf.model.packed``'s ``PackedLM``, on the same bf16 copies, made as rows of one tensor per packed
-group.
+``FusedNormsLM``, whose blocks are compiled as the model's are.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
@@ -51,7 +49,6 @@ from lmperf.measure.timing import Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.fused_rmsnorm import FusedNormsLM
 from lmperf.model.optim_in_backward import OptimizerInBackward
-from lmperf.model.packed import PackedLM, packed_copies, packed_groups
 from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
 
@@ -68,12 +65,7 @@ class Rung:
     weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
     in_backward: bool = False  # each parameter's update runs as its gradient lands, beside the backward
     norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.model.fused_rmsnorm, stream in the norms)
-    packed: bool = False  # Q, K, V in one GEMM and W1, W3 in another (lmperf.model.packed; bf16 weights, fused norms)
     on_ladder: bool = True  # False: measured beside the ladder
-
-    def __post_init__(self):
-        if self.packed and (self.weights, self.norms) != ("bf16", "fused"):
-            raise ValueError(f"rung {self.name!r}: packed needs weights='bf16' and norms='fused'")
 
     @property
     def gpu_only(self) -> str:
@@ -105,15 +97,6 @@ RUNGS = (
         weights="bf16",
         in_backward=True,
         norms="fused",
-    ),
-    Rung(
-        "packed",
-        "+ Q, K, V as one GEMM and W1, W3 as another (rows of one bf16 tensor each)",
-        graphed=True,
-        weights="bf16",
-        in_backward=True,
-        norms="fused",
-        packed=True,
     ),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
@@ -188,12 +171,9 @@ class Ladder:
         self.initial = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         compile_blocks(self.model)
         self.whole = torch.compile(self.model, dynamic=False)
-        self.fused_norms, self.packed = FusedNormsLM(self.model), PackedLM(self.model)
+        self.fused_norms = FusedNormsLM(self.model)
         compile_blocks(self.fused_norms)
-        compile_blocks(self.packed)
         self.linears = [m for m in self.model.modules() if isinstance(m, Linear)]
-        at = {id(linear): i for i, linear in enumerate(self.linears)}
-        self.packs = [[at[id(m)] for m in group] for block in self.model.layers for group in packed_groups(block)]
         self.weights = {"fp32": [m.weight for m in self.linears]}
         self.optimizers = {self.OWNER: make_optimizer("lmperf", self.model.parameters(), lr=self.lr)}
         self.in_backward = {}  # (name, weights): that AdamW run from the backward's hooks
@@ -207,12 +187,10 @@ class Ladder:
         """Point every Linear at its fp32 weight or at its bf16 copy; drop the other set's gradients.
 
         The bf16 copies are made on first use and kept until ``drop_bf16``: only while a bf16 rung runs,
-        as the most memory-hungry rung of a 2.7B model has no room for them. Each block's Q, K, V and
-        its W1, W3 are made rows of one tensor (``lmperf.model.packed``), which the packed rung
-        multiplies by whole; the other rungs multiply by each view alone.
+        as the most memory-hungry rung of a 2.7B model has no room for them.
         """
         if dtype not in self.weights:
-            self.weights[dtype] = packed_copies(self.weights["fp32"], self.packs, torch.bfloat16)
+            self.weights[dtype] = [torch.nn.Parameter(w.detach().to(torch.bfloat16)) for w in self.weights["fp32"]]
         for linear, weight in zip(self.linears, self.weights[dtype], strict=True):
             linear.weight = weight
         for other, weights in self.weights.items():
@@ -239,11 +217,7 @@ class Ladder:
 
     def step(self, rung: Rung, timed_phases: bool = False):
         """The rung's train step; ``timed_phases`` records forward, backward and optimizer times."""
-        model = self.model
-        if rung.compile == "model":
-            model = self.whole
-        elif rung.norms == "fused":
-            model = self.packed if rung.packed else self.fused_norms
+        model = self.whole if rung.compile == "model" else self.fused_norms if rung.norms == "fused" else self.model
         kwargs = {"phase": self.clocks[rung.name]} if timed_phases else {}
         optimizer = self.optimizer(rung.optimizer, rung.weights)
         if rung.in_backward:
