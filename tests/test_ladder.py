@@ -94,13 +94,16 @@ def test_fused_rmsnorm_matches_float64(residual):
         assert rmsnorm(x, w)[1].dtype == torch.bfloat16
 
 
-def test_fused_norms_rung_trains_like_the_compiled_norms_rung():
-    """The fused-norms rung runs the same model, weights and AdamW through our norm kernels: 5 steps
-    from the same start land where the top rung's do, within bf16's tolerance (its sums round in
-    another order), and leave the model's own forward untouched."""
+def test_fused_norms_and_loss_rungs_train_like_the_compiled_norms_rung():
+    """The fused-norms rung runs the same model, weights and AdamW through our norm kernels, and the
+    fused-loss rung its loss through our cross-entropy too: 5 steps from the same start land where
+    the in-backward rung's do, within bf16's tolerance (their sums round in another order), and leave
+    the model's own forward untouched."""
+    inside = dict(compile="eager", attention="naive", weights="bf16", in_backward=True)
     rungs = (
-        Rung("inside", "", compile="eager", attention="naive", weights="bf16", in_backward=True),
-        Rung("fused", "", compile="eager", attention="naive", weights="bf16", in_backward=True, norms="fused"),
+        Rung("inside", "", **inside),
+        Rung("fused", "", **inside, norms="fused"),
+        Rung("fused_loss", "", **inside, norms="fused", loss="fused"),
     )
     ladder = Ladder("nano", 16, 2, torch.device("cpu"), rungs)
     run = LadderRun(ladder, {r.name: {} for r in rungs}, settle_seconds=0.0, check_steps=5)
@@ -109,7 +112,8 @@ def test_fused_norms_rung_trains_like_the_compiled_norms_rung():
     losses = {name: row["loss_after_check"] for name, row in run.rows.items()}
     drop = run.initial_loss - losses["inside"]
     assert drop > 0.1
-    assert losses["fused"] != losses["inside"] and abs(losses["fused"] - losses["inside"]) < 0.02 * drop
+    for name in ("fused", "fused_loss"):
+        assert losses[name] != losses["inside"] and abs(losses[name] - losses["inside"]) < 0.02 * drop
     ladder.reset()
     assert ladder.loss() == run.initial_loss
 

@@ -82,12 +82,14 @@ def make_step(
     device: torch.device,
     phase: Phase = profiled_range,
     after_backward: Callable[[], None] | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = cross_entropy,
 ) -> Callable[[], None]:
     """The work of one step of ``mode``; 'forward' is inference (no autograd graph kept).
 
     ``phase(name)`` wraps the forward, backward and optimizer phases: profiler ranges by default,
     the memory study's phase boundaries there. ``after_backward`` runs between backward and the
-    optimizer step (data parallelism waits for its gradient all-reduce there). ``model`` may be a
+    optimizer step (data parallelism waits for its gradient all-reduce there). ``loss_fn(logits,
+    targets)`` is the model's cross-entropy unless a study brings its own kernel. ``model`` may be a
     DDP wrapper; ``optimizer`` holds the underlying parameters.
     """
     if mode not in MODES:
@@ -95,7 +97,7 @@ def make_step(
 
     def forward_and_loss() -> torch.Tensor:
         with autocast_context(precision, device), phase("forward"):
-            return cross_entropy(model(tokens), targets)
+            return loss_fn(model(tokens), targets)
 
     def forward() -> None:
         with torch.no_grad(), autocast_context(precision, device), phase("forward"):

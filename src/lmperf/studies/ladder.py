@@ -15,7 +15,8 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 (``lmperf.model.optim_in_backward``), armed during its own steps only. The bf16-weights rung
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
 masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
-``FusedNormsLM``, whose blocks are compiled as the model's are.
+``FusedNormsLM``, whose blocks are compiled as the model's are; the fused-loss rung also takes its
+loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
@@ -47,6 +48,7 @@ from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
 from lmperf.measure.timing import Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
+from lmperf.model.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.fused_rmsnorm import FusedNormsLM
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
@@ -65,6 +67,7 @@ class Rung:
     weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
     in_backward: bool = False  # each parameter's update runs as its gradient lands, beside the backward
     norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.model.fused_rmsnorm, stream in the norms)
+    loss: str = "eager"  # eager (lmperf.model.loss, torch ops) | fused (lmperf.model.fused_cross_entropy)
     on_ladder: bool = True  # False: measured beside the ladder
 
     @property
@@ -97,6 +100,15 @@ RUNGS = (
         weights="bf16",
         in_backward=True,
         norms="fused",
+    ),
+    Rung(
+        "fused_loss",
+        "+ our cross-entropy (Triton): one pass over the logits forward, one backward",
+        graphed=True,
+        weights="bf16",
+        in_backward=True,
+        norms="fused",
+        loss="fused",
     ),
     Rung("torch_fused_adamw", "rung fused_adamw with torch's fused AdamW", optimizer="torch_fused", on_ladder=False),
     Rung(
@@ -225,6 +237,8 @@ class Ladder:
             if key not in self.in_backward:
                 self.in_backward[key] = OptimizerInBackward(optimizer)
             optimizer = self.in_backward[key]
+        if rung.loss == "fused":
+            kwargs["loss_fn"] = fused_cross_entropy
         inner = make_step(
             "train_step", model, optimizer, self.tokens, self.targets, rung.precision, self.device, **kwargs
         )
