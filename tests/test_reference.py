@@ -843,3 +843,69 @@ def test_the_one_commit_run_costs_what_the_readme_says():
     assert f"all-reduce, DDP and sharding {multi[1]} min" in readme
     ladder = [pd.read_csv(f, sep="\t")["s"].iloc[-1] for f in REFERENCE.glob("ladder*/benchmarks/*.tsv")]
     assert f"the ladder's committed points took {min(ladder):.0f}–{max(ladder):.0f} s each" in readme
+
+
+LADDER_LOSS = REFERENCE / "ladder-loss"
+
+
+def test_ladder_loss_slice_is_rendered_and_its_claims_are_the_csvs():
+    """Our cross-entropy on top of the ladder: the section re-rendered, and the README's numbers
+    recomputed from its files: a resolved gain over fused_norms at small with the same loss; at
+    2.7B none in the ladder's process but the speed bar resolved and the MFU bar not; the step's
+    energy within 1.3% of its parts' (the check that overlap cannot reach the bar); the packed
+    projections slower in every round."""
+    from lmperf.report import ladder_section
+
+    ladder, kernels = render.read(LADDER_LOSS / "ladder.csv"), render.read(LADDER_LOSS / "ladder_kernels.csv.gz")
+    assert set(ladder["commit"]) == {"26512c021bf3"} and set(kernels["size"]) == {"small", "2.7B"}
+    assert_rendered(LADDER_LOSS, ladder_section.render(ladder, kernels))
+    readme = readme_of(LADDER_LOSS)
+    ok = ladder[ladder["status"] == "ok"]
+
+    small = ok[ok["size"] == "small"].set_index("rung")
+    value, low, high = ladder_section.speedup(small.loc["fused_norms"], small.loc["fused_loss"])
+    assert low > 1 and f"`fused_loss` over `fused_norms` {value:.3f}× (CI {low:.3f}–{high:.3f}), in the" in readme
+    loss = small["loss_after_check"]
+    assert abs(loss["fused_loss"] - loss["in_backward"]) < 0.02 * (small.loc["bf16", "initial_loss"] - loss["bf16"])
+    assert f"loss is {loss['fused_loss']:.4f} against `in_backward`'s {loss['in_backward']:.4f}" in readme
+    assert f"(from {small.loc['fused_loss', 'initial_loss']:.4f})" in readme
+
+    rows = ok[ok["size"] == "2.7B"].set_index("rung")
+    top, anchor = rows.loc["fused_loss"], rows.loc["torch_stack"]
+    assert top["loss"] == "fused" and rows[rows["on_ladder"].astype(bool)]["order"].idxmax() == "fused_loss"
+    value, low, high = ladder_section.speedup(rows.loc["fused_norms"], top)
+    assert low < 1 < high and f"`fused_loss` over `fused_norms` {value:.3f}× (CI {low:.3f}–{high:.3f})." in readme
+    value, low, high = ladder_section.speedup(anchor, top)
+    assert low > 1.1  # the speed bar, resolved
+    assert f"takes {top['median_ms']:.1f} ms, {value:.3f}× the torch stack" in readme
+    assert f"({anchor['median_ms']:.1f} ms; CI {low:.3f}–{high:.3f})" in readme
+    same_run = [ladder_section.speedup(anchor, rows.loc[name]) for name in ("fused_norms", "in_backward")]
+    (v1, l1, h1), (v2, l2, h2) = same_run
+    assert f"`fused_norms` is {v1:.3f}× (CI {l1:.3f}–{h1:.3f}) and `in_backward` {v2:.3f}× (CI {l2:.3f}–{h2:.3f})" in (
+        readme
+    )
+    assert top["mfu"] < 0.5 and f"{100 * top['mfu']:.1f}% MFU" in readme
+    bar_ms = top["model_tflop_per_step"] / (0.5 * top["peak_tflops"]) * 1e3
+    assert f"the bar is 50%, {bar_ms:.1f} ms" in readme
+    mine = kernels[(kernels["size"] == "2.7B") & (kernels["status"] == "ok")]
+    total = mine.groupby("rung")["ms_per_step"].sum()
+    assert f"take {total['fused_norms'] - total['fused_loss']:.1f} ms less a step" in readme
+
+    order = pd.read_csv(LADDER_LOSS / "order.txt", sep=" ").pivot(index="round", columns="rung", values="median_ms")
+    gains = 100 * (order["fused_norms"] / order["fused_loss"] - 1)
+    assert abs(gains.iloc[0]) < 0.1 and f"ahead by {gains.iloc[1]:.1f}% and {gains.iloc[2]:.1f}%" in readme
+    packed = pd.read_csv(LADDER_LOSS / "order-packed.txt", sep=" ").pivot(
+        index="round", columns="rung", values="median_ms"
+    )
+    losses = 100 * (packed["packed"] / packed["fused_norms"] - 1)
+    assert (losses > 0).all() and "by " + "%, ".join(f"{x:.1f}" for x in losses[:-1]) in readme
+
+    energy = pd.read_csv(LADDER_LOSS / "energy.txt", sep=" ")
+    for _, turn in energy.groupby("round"):
+        joules = turn.set_index("arm")["energy_per_replay_j"]
+        parts = joules["fwd_bwd"] + joules["adamw"]
+        counter = turn.set_index("arm")["counter_j_per_replay"]  # NVML's counter, independent of the samples
+        assert abs(joules["step"] / parts - 1) < 0.013 and abs(counter["step"] / joules["step"] - 1) < 0.01
+        step = turn.set_index("arm").loc["step"]
+        assert parts / step["power_w"] * 1e3 < step["median_ms"]  # the parts alone, at the step's power
+        assert f"{parts / step['power_w'] * 1e3:.1f}" in readme and f"{joules['step']:.1f}" in readme
