@@ -49,10 +49,11 @@ def _backward(X, T, LSE, DLOSS, DX, n_cols, scale, BLOCK: tl.constexpr):
         tl.store(DX + row * n_cols + at, dx.to(DX.dtype.element_ty), mask=at < n_cols)
 
 
-def _block(n_cols: int) -> int:
-    """Columns a program reads at a time: a 10,000-word row in three chunks (the interpreter's tests
-    cross chunk edges with a longer vocabulary than one chunk)."""
-    return min(triton.next_power_of_2(n_cols), 4096)
+def _launch_shape(n_cols: int) -> dict:
+    """Columns a program reads at a time, and its warps: a 10,000-word row in three chunks (the
+    interpreter's tests cross chunk edges with a longer vocabulary than one chunk)."""
+    block = min(triton.next_power_of_2(n_cols), 4096)
+    return dict(BLOCK=block, num_warps=8 if block >= 2048 else 4)
 
 
 class _CrossEntropy(torch.autograd.Function):
@@ -63,8 +64,7 @@ class _CrossEntropy(torch.autograd.Function):
         rows, n_cols = x.shape
         loss = torch.empty(rows, dtype=torch.float32, device=x.device)
         lse = torch.empty(rows, dtype=torch.float32, device=x.device)
-        block = _block(n_cols)
-        _forward[(rows,)](x, t, loss, lse, n_cols, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+        _forward[(rows,)](x, t, loss, lse, n_cols, **_launch_shape(n_cols))
         ctx.save_for_backward(x, t, lse)
         ctx.shape = logits.shape
         return loss.mean()
@@ -74,10 +74,7 @@ class _CrossEntropy(torch.autograd.Function):
         x, t, lse = ctx.saved_tensors
         rows, n_cols = x.shape
         dx = torch.empty_like(x)
-        block = _block(n_cols)
-        _backward[(rows,)](
-            x, t, lse, dloss.contiguous(), dx, n_cols, 1.0 / rows, BLOCK=block, num_warps=8 if block >= 2048 else 4
-        )
+        _backward[(rows,)](x, t, lse, dloss.contiguous(), dx, n_cols, 1.0 / rows, **_launch_shape(n_cols))
         return dx.view(ctx.shape), None
 
 
