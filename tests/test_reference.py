@@ -650,6 +650,19 @@ def test_ladder_top_slice_is_rendered_and_its_claims_are_the_csvs():
 LADDER_NORMS = REFERENCE / "ladder-norms"
 
 
+def assert_rung_gains_and_trains_alike(point: pd.DataFrame, readme: str, rung: str, below: str) -> None:
+    """A rung added on top of ``below`` at one ladder point (rows by rung): a resolved gain over it, and
+    after the loss check a loss within 2% of the drop of `in_backward`'s, both as the README says."""
+    from lmperf.report import ladder_section
+
+    value, low, high = ladder_section.speedup(point.loc[below], point.loc[rung])
+    assert low > 1 and f"`{rung}` over `{below}` {value:.3f}× (CI {low:.3f}–{high:.3f}), in the" in readme
+    loss = point["loss_after_check"]
+    assert abs(loss[rung] - loss["in_backward"]) < 0.02 * (point.loc["bf16", "initial_loss"] - loss["bf16"])
+    assert f"loss is {loss[rung]:.4f} against `in_backward`'s {loss['in_backward']:.4f}" in readme
+    assert f"(from {point.loc[rung, 'initial_loss']:.4f})" in readme
+
+
 def test_ladder_norms_slice_is_rendered_and_its_claims_are_the_csvs():
     """Our RMSNorm kernels on top of the ladder: the section re-rendered, and the README's numbers
     recomputed: a resolved gain over in_backward at small with the same loss; at 2.7B none in the
@@ -665,14 +678,9 @@ def test_ladder_norms_slice_is_rendered_and_its_claims_are_the_csvs():
     ok = ladder[ladder["status"] == "ok"]
 
     small = ok[ok["size"] == "small"].set_index("rung")
-    value, low, high = ladder_section.speedup(small.loc["in_backward"], small.loc["fused_norms"])
-    assert low > 1 and f"`fused_norms` over `in_backward` {value:.3f}× (CI {low:.3f}–{high:.3f}), in the" in readme
+    assert_rung_gains_and_trains_alike(small, readme, "fused_norms", below="in_backward")
     clock, watts = small.loc["fused_norms", ["replay_sm_clock_mhz", "replay_power_w"]]
     assert f"near the full clock ({clock:.0f} MHz, {watts:.0f} W)" in readme
-    loss = small["loss_after_check"]
-    assert abs(loss["fused_norms"] - loss["in_backward"]) < 0.02 * (small.loc["bf16", "initial_loss"] - loss["bf16"])
-    assert f"loss is {loss['fused_norms']:.4f} against `in_backward`'s {loss['in_backward']:.4f}" in readme
-    assert f"(from {small.loc['fused_norms', 'initial_loss']:.4f})" in readme
 
     rows = ok[ok["size"] == "2.7B"].set_index("rung")
     top, inside, anchor = rows.loc["fused_norms"], rows.loc["in_backward"], rows.loc["torch_stack"]
@@ -863,12 +871,7 @@ def test_ladder_loss_slice_is_rendered_and_its_claims_are_the_csvs():
     ok = ladder[ladder["status"] == "ok"]
 
     small = ok[ok["size"] == "small"].set_index("rung")
-    value, low, high = ladder_section.speedup(small.loc["fused_norms"], small.loc["fused_loss"])
-    assert low > 1 and f"`fused_loss` over `fused_norms` {value:.3f}× (CI {low:.3f}–{high:.3f}), in the" in readme
-    loss = small["loss_after_check"]
-    assert abs(loss["fused_loss"] - loss["in_backward"]) < 0.02 * (small.loc["bf16", "initial_loss"] - loss["bf16"])
-    assert f"loss is {loss['fused_loss']:.4f} against `in_backward`'s {loss['in_backward']:.4f}" in readme
-    assert f"(from {small.loc['fused_loss', 'initial_loss']:.4f})" in readme
+    assert_rung_gains_and_trains_alike(small, readme, "fused_loss", below="fused_norms")
 
     rows = ok[ok["size"] == "2.7B"].set_index("rung")
     top, anchor = rows.loc["fused_loss"], rows.loc["torch_stack"]
