@@ -18,7 +18,6 @@ costs less energy than its parts, or more, says the model is wrong.
 
 import statistics
 import sys
-import timeit
 
 import torch
 
@@ -69,7 +68,6 @@ for k in range(rounds):
     for name in ("fwd_bwd", "adamw", "step"):
         replay = arm(name)
         held = hold(replay, device, 5.0)
-        start = timeit.default_timer()
         n = max(30, round(held / 5.0 * TIMED_S))
         events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
         with sampled(gpu) as clocks:
