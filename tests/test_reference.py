@@ -916,3 +916,60 @@ def test_ladder_loss_slice_is_rendered_and_its_claims_are_the_csvs():
         step = turn.set_index("arm").loc["step"]
         assert parts / step["power_w"] * 1e3 < step["median_ms"]  # the parts alone, at the step's power
         assert f"{parts / step['power_w'] * 1e3:.1f}" in readme and f"{joules['step']:.1f}" in readme
+
+
+LADDER_GRID = REFERENCE / "ladder-grid"
+
+
+def test_ladder_grid_slice_is_one_commit_and_its_claims_are_the_csvs():
+    """The full grid's first three points at one commit: the section re-rendered, and the README's
+    numbers recomputed: the small point at context 1024 again as in ladder-loss (same gain, same
+    loss, same torch-stack replay); our fused AdamW under the 85% bar at small and over it at medium;
+    what each point cost, from its benchmark file."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+    from lmperf.report import ladder_section
+
+    ladder, kernels = render.read(LADDER_GRID / "ladder.csv"), render.read(LADDER_GRID / "ladder_kernels.csv.gz")
+    assert set(ladder["commit"]) == set(kernels["commit"]) == {"0a4812f54767"}
+    points = set(zip(ladder["size"], ladder["context_length"]))
+    assert points == {("small", 512), ("small", 1024), ("medium", 512)}
+    assert_rendered(LADDER_GRID, ladder_section.render(ladder, kernels))
+    readme = readme_of(LADDER_GRID)
+
+    def point(frame: pd.DataFrame, size: str, ctx: int) -> pd.DataFrame:
+        return frame[(frame["size"] == size) & (frame["context_length"] == ctx)].set_index("rung")
+
+    first = point(render.read(LADDER_LOSS / "ladder.csv"), "small", 1024)
+    again = point(ladder, "small", 1024)
+    gains = [ladder_section.speedup(p.loc["fused_norms"], p.loc["fused_loss"]) for p in (again, first)]
+    assert all(low > 1 for _, low, _ in gains)
+    (v, lo, hi), (v0, lo0, hi0) = gains
+    assert f"{v:.3f}× (CI {lo:.3f}–{hi:.3f}) against {v0:.3f}× (CI {lo0:.3f}–{hi0:.3f})" in readme
+    top, top0 = again.loc["fused_loss"], first.loc["fused_loss"]
+    assert f"takes {top['median_ms']:.2f} ms against {top0['median_ms']:.2f}" in readme
+    assert f"{top['loss_after_check']:.4f}" == f"{top0['loss_after_check']:.4f}" in readme
+    stack, stack0 = again.loc["torch_stack"], first.loc["torch_stack"]
+    assert f"replayed takes {stack['graphed_median_ms']:.2f} ms in both" in readme
+    assert abs(stack0["graphed_median_ms"] / stack["graphed_median_ms"] - 1) < 0.005
+    assert stack["host_bound"] and stack0["host_bound"]
+    assert f"launched {stack['median_ms']:.2f} ms here against {stack0['median_ms']:.2f} there" in readme
+    launched = [ladder_section.speedup(p.loc["torch_stack"], p.loc["fused_loss"])[0] for p in (again, first)]
+    assert f"{launched[0]:.2f}× the torch stack launched here and was {launched[1]:.2f}×" in readme
+
+    adamw = {(size, ctx): point(ladder, size, ctx).loc["fused_adamw"] for size, ctx in points}
+    share = {key: row["optimizer_graphed_gbps"] / row["hbm_gbps"] for key, row in adamw.items()}
+    assert share[("small", 512)] < 0.85 and share[("small", 1024)] < 0.85 <= share[("medium", 512)]
+    small, medium = (100 * share[("small", 512)], 100 * share[("small", 1024)]), 100 * share[("medium", 512)]
+    assert f"at {small[0]:.1f}% (context 512) and {small[1]:.1f}% (1024)" in readme
+    assert f"At medium it is {medium:.1f}%" in readme
+
+    over_replay = []
+    for size, ctx in sorted(points):
+        rows = point(ladder, size, ctx)
+        anchor = split_ms(rows.loc["torch_stack", "graphed_step_times_ms"])
+        over_replay.append(ratio_ci(anchor, ladder_section.times(rows.loc["fused_loss"]), paired=False)[0])
+    assert f"is {min(over_replay):.2f}–{max(over_replay):.2f}× the torch stack replayed" in readme
+
+    for size, ctx in points:
+        seconds = pd.read_csv(LADDER_GRID / f"benchmarks/ladder-{size}-ctx{ctx}.tsv", sep="\t")["s"].iloc[0]
+        assert f"{seconds:.0f} s ({size}, {ctx}" in readme
