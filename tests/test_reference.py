@@ -836,9 +836,12 @@ def test_the_one_commit_run_costs_what_the_readme_says():
     committed benchmark: files, per study."""
     readme = readme_of(REFERENCE.parent)
 
+    def seconds(*globs: str) -> list[float]:
+        return [pd.read_csv(f, sep="\t")["s"].iloc[-1] for g in globs for f in REFERENCE.glob(g)]
+
     def minutes(*globs: str) -> tuple[int, int]:
-        files = [f for g in globs for f in REFERENCE.glob(g)]
-        return len(files), round(sum(pd.read_csv(f, sep="\t")["s"].iloc[-1] for f in files) / 60)
+        jobs = seconds(*globs)
+        return len(jobs), round(sum(jobs) / 60)
 
     e2e = minutes("e2e-one-commit/benchmarks/e2e-*.tsv", "graph-capture/benchmarks/e2e-*.tsv")
     warmup = minutes("graph-capture/benchmarks/warmup/*/*/*.tsv")
@@ -849,8 +852,9 @@ def test_the_one_commit_run_costs_what_the_readme_says():
     assert f"profiling {profile[1]} min ({profile[0]} jobs)" in readme
     assert f"memory {minutes('memory-ddp/benchmarks/memory/*.tsv')[1]} min" in readme
     assert f"all-reduce, DDP and sharding {multi[1]} min" in readme
-    ladder = [pd.read_csv(f, sep="\t")["s"].iloc[-1] for f in REFERENCE.glob("ladder*/benchmarks/*.tsv")]
+    ladder, grid = seconds("ladder*/benchmarks/*.tsv"), seconds("ladder-grid/benchmarks/*.tsv")
     assert f"the ladder's committed points took {min(ladder):.0f}–{max(ladder):.0f} s each" in readme
+    assert f"({min(grid):.0f}–{max(grid):.0f} s cold at `0a4812f54767`, `h100/ladder-grid/`)" in readme
 
 
 LADDER_LOSS = REFERENCE / "ladder-loss"
