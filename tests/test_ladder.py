@@ -14,8 +14,11 @@ from lmperf.studies.ladder import RUNGS, Ladder, LadderRun, Rung, share_state
 
 
 def _params(dtype):
+    """Sizes that the fused AdamW updates one launch each (not multiples of 16) and in one table
+    (multiples of 16, of one to three programs)."""
     torch.manual_seed(0)
-    return [torch.randn(shape, dtype=dtype, requires_grad=True) for shape in ((5000,), (33, 17), (1,))]
+    shapes = ((5000,), (33, 17), (16,), (1,), (64, 48), (4096 + 16,), (32,))
+    return [torch.randn(shape, dtype=dtype, requires_grad=True) for shape in shapes]
 
 
 def test_fused_adamw_matches_adamw_in_float64():
@@ -62,6 +65,48 @@ def test_fused_adamw_keeps_fp32_masters_of_bf16_parameters():
         assert master.dtype == ours.state[q]["m"].dtype == torch.float32
         assert (master.double() - p.detach()).abs().max() < 2e-6  # fp32 rounding, as for an fp32 parameter
         assert (q.double() - p.detach()).abs().max() > 0  # the bf16 copy alone would have lost that precision
+
+
+def test_fused_adamw_updates_a_list_as_it_updates_each_parameter_alone():
+    """One launch over the listed parameters (bf16 with masters, and fp32) gives bit for bit the update
+    of one launch per parameter; launched steps whose gradients move keep one table per dtype pair."""
+    start = _params(torch.float32)
+    kwargs = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    for dtype in (torch.float32, torch.bfloat16):
+        listed, alone = ([p.detach().to(dtype).requires_grad_() for p in start] for _ in range(2))
+        together, each = (
+            make_optimizer("lmperf_fused", listed, **kwargs),
+            make_optimizer("lmperf_fused", alone, **kwargs),
+        )
+        for step in range(3):
+            for p, q in zip(listed, alone):
+                p.grad = (torch.randn_like(p, dtype=torch.float32) * (step + 1)).to(dtype)
+                q.grad = p.grad.clone()
+            together.step()
+            for q in alone:
+                each.update([q], each.param_groups[0])
+        for p, q in zip(listed, alone):
+            assert torch.equal(p, q) and torch.equal(together.state[p]["m"], each.state[q]["m"])
+        assert len(together._recent) == 1 and not together._captured and not each._recent
+
+
+def test_fused_adamw_list_kernel_loads_as_wide_as_one_parameters():
+    """Compiled for an H100 without a GPU: the list kernel, whose addresses it reads from its table,
+    makes as many 16-byte loads and stores as the one-parameter kernel does with aligned arguments."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = Path(__file__).with_name("compile_adamw_sm90.py")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.split("\n") if line)
+    assert set(lines) == {"fp32", "bf16"}
+    for line in lines.values():
+        one, listed = (part.split("=")[1] for part in line.split())
+        assert one == listed and int(one.split(",")[0]) > 0, line
 
 
 @pytest.mark.parametrize("residual", [False, True])
