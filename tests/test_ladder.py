@@ -69,7 +69,8 @@ def test_fused_adamw_keeps_fp32_masters_of_bf16_parameters():
 
 def test_fused_adamw_updates_a_list_as_it_updates_each_parameter_alone():
     """One launch over the listed parameters (bf16 with masters, and fp32) gives bit for bit the update
-    of one launch per parameter; launched steps whose gradients move keep one table per dtype pair."""
+    of one launch per parameter. The step's chunks (20,000 bytes here: two of them hold listed
+    parameters) keep one table each: replaced when the gradients move, reused while they stay."""
     start = _params(torch.float32)
     kwargs = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     for dtype in (torch.float32, torch.bfloat16):
@@ -78,16 +79,23 @@ def test_fused_adamw_updates_a_list_as_it_updates_each_parameter_alone():
             make_optimizer("lmperf_fused", listed, **kwargs),
             make_optimizer("lmperf_fused", alone, **kwargs),
         )
-        for step in range(3):
+        together.CHUNK_BYTES = 20_000
+        for step in range(4):
             for p, q in zip(listed, alone):
-                p.grad = (torch.randn_like(p, dtype=torch.float32) * (step + 1)).to(dtype)
+                grad = (torch.randn_like(p, dtype=torch.float32) * (step + 1)).to(dtype)
+                if step < 3:
+                    p.grad = grad  # a new gradient tensor: the tables are made again
+                else:
+                    tables = dict(together._recent)
+                    p.grad.copy_(grad)  # the same addresses: the tables stay
                 q.grad = p.grad.clone()
             together.step()
             for q in alone:
                 each.update([q], each.param_groups[0])
         for p, q in zip(listed, alone):
             assert torch.equal(p, q) and torch.equal(together.state[p]["m"], each.state[q]["m"])
-        assert len(together._recent) == 1 and not together._captured and not each._recent
+        assert len(tables) == 2 and all(together._recent[chunk] is table for chunk, table in tables.items())
+        assert not together._captured and not each._recent
 
 
 def test_fused_adamw_list_kernel_loads_as_wide_as_one_parameters():

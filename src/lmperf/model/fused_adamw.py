@@ -212,7 +212,7 @@ class FusedAdamW(AdamW):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._captured: dict[tuple, Table] = {}  # by addresses: each kept while a graph may replay it
-        self._recent: dict[tuple, Table] = {}  # by (dtypes, device): the last table of launched steps
+        self._recent: dict[tuple, Table] = {}  # by (dtypes, device, first parameter): a chunk's last launched table
 
     def new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         if p.dtype == torch.float32:
@@ -262,27 +262,28 @@ class FusedAdamW(AdamW):
     def _table(self, members: list, device: torch.device) -> tuple[torch.Tensor, int]:
         """The address table of ``members`` on ``device``, and the programs it takes.
 
-        Launched steps reuse the last table while the addresses stay (the caching allocator mostly
-        hands a step's gradients the same memory), and replace it when they move: its host copy is
-        pinned, so the copy does not wait for the GPU. A table that a CUDA graph reads is kept for as
-        long as the optimizer lives, with its host copy: one made during the capture is copied again
-        from it at every replay."""
+        Launched steps reuse a chunk's last table while the addresses stay (the caching allocator
+        mostly hands a step's gradients the same memory), and replace it when they move. The host copy
+        is pinned, so the copy does not wait for the GPU, and so it may be captured: torch's pinned
+        allocator serves a capture from the graph's own pool. A table that a CUDA graph reads is kept
+        for as long as the optimizer lives, with its host copy: one made during the capture is copied
+        again from it at every replay."""
         columns, first = [], 0
         for p, s in members:
             tensors = (p, s.get("master", p), p.grad, s["m"], s["v"], s["t"])
             columns.append([x.data_ptr() for x in tensors] + [p.numel(), first])
             first += triton.cdiv(p.numel(), BLOCK)
         key = tuple(address for column in columns for address in column[:6])
-        group = (members[0][0].dtype, members[0][0].grad.dtype, device)
+        chunk = (members[0][0].dtype, members[0][0].grad.dtype, device, key[0])
         capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-        table = self._captured.get(key) or self._recent.get(group)
+        table = self._captured.get(key) or self._recent.get(chunk)
         if table is None or table.key != key:
             host = torch.tensor(columns, dtype=torch.int64).T.contiguous()
-            if device.type == "cuda" and not capturing:  # pinning is no operation to capture
+            if device.type == "cuda":
                 host = host.pin_memory()
             table = Table(key, host, host.to(device, non_blocking=True), first)
         if capturing:  # the graph reads the device copy at every replay: never replaced
             self._captured[key] = table
         else:
-            self._recent[group] = table
+            self._recent[chunk] = table
         return table.device_copy, table.programs
