@@ -930,21 +930,49 @@ def point(frame: pd.DataFrame, size: str, ctx: int) -> pd.DataFrame:
     return frame[(frame["size"] == size) & (frame["context_length"] == ctx)].set_index("rung")
 
 
+def grid_slice(directory: Path, commit: str, points: set) -> tuple[pd.DataFrame, str]:
+    """A grid slice's ladder table and README, after checking that every row is at ``commit``, that
+    it holds exactly ``points`` and that its section is what the renderer makes of it."""
+    from lmperf.report import ladder_section
+
+    ladder, kernels = render.read(directory / "ladder.csv"), render.read(directory / "ladder_kernels.csv.gz")
+    assert set(ladder["commit"]) == set(kernels["commit"]) == {commit}
+    assert set(zip(ladder["size"], ladder["context_length"])) == points
+    assert_rendered(directory, ladder_section.render(ladder, kernels))
+    return ladder, readme_of(directory)
+
+
+def copy_share(rows):
+    """The AdamW of a rung's row (or of each of several rows), replayed alone, as a percentage of its
+    process's copy bandwidth."""
+    return 100 * rows["optimizer_graphed_gbps"] / rows["hbm_gbps"]
+
+
+def over_stack_replayed(rows: pd.DataFrame) -> float:
+    """The top rung's speed-up over the torch stack replayed, recomputed from the step times."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+    from lmperf.report import ladder_section
+
+    anchor = split_ms(rows.loc["torch_stack", "graphed_step_times_ms"])
+    return ratio_ci(anchor, ladder_section.times(rows.loc["fused_loss"]), paired=False)[0]
+
+
+def assert_costs_in_readme(directory: Path, points: set, readme: str) -> None:
+    """Each point's cost in the README is its benchmark file's seconds."""
+    for size, ctx in points:
+        seconds = pd.read_csv(directory / f"benchmarks/ladder-{size}-ctx{ctx}.tsv", sep="\t")["s"].iloc[0]
+        assert f"{seconds:.0f} s ({size}, {ctx}" in readme
+
+
 def test_ladder_grid_before_the_adamw_lists_is_one_commit_and_its_claims_are_the_csvs():
     """The full grid's first three points at one commit: the section re-rendered, and the README's
     numbers recomputed: the small point at context 1024 again as in ladder-loss (same gain, same
     loss, same torch-stack replay); our fused AdamW under the 85% bar at small and over it at medium;
     what each point cost, from its benchmark file."""
-    from lmperf.measure.stats import ratio_ci, split_ms
     from lmperf.report import ladder_section
 
-    ladder = render.read(LADDER_GRID_BEFORE / "ladder.csv")
-    kernels = render.read(LADDER_GRID_BEFORE / "ladder_kernels.csv.gz")
-    assert set(ladder["commit"]) == set(kernels["commit"]) == {"0a4812f54767"}
-    points = set(zip(ladder["size"], ladder["context_length"]))
-    assert points == {("small", 512), ("small", 1024), ("medium", 512)}
-    assert_rendered(LADDER_GRID_BEFORE, ladder_section.render(ladder, kernels))
-    readme = readme_of(LADDER_GRID_BEFORE)
+    points = {("small", 512), ("small", 1024), ("medium", 512)}
+    ladder, readme = grid_slice(LADDER_GRID_BEFORE, "0a4812f54767", points)
 
     first = point(render.read(LADDER_LOSS / "ladder.csv"), "small", 1024)
     again = point(ladder, "small", 1024)
@@ -963,23 +991,16 @@ def test_ladder_grid_before_the_adamw_lists_is_one_commit_and_its_claims_are_the
     launched = [ladder_section.speedup(p.loc["torch_stack"], p.loc["fused_loss"])[0] for p in (again, first)]
     assert f"{launched[0]:.2f}× the torch stack launched here and was {launched[1]:.2f}×" in readme
 
-    adamw = {(size, ctx): point(ladder, size, ctx).loc["fused_adamw"] for size, ctx in points}
-    share = {key: row["optimizer_graphed_gbps"] / row["hbm_gbps"] for key, row in adamw.items()}
-    assert share[("small", 512)] < 0.85 and share[("small", 1024)] < 0.85 <= share[("medium", 512)]
-    small, medium = (100 * share[("small", 512)], 100 * share[("small", 1024)]), 100 * share[("medium", 512)]
+    share = {(size, ctx): copy_share(point(ladder, size, ctx).loc["fused_adamw"]) for size, ctx in points}
+    small, medium = (share[("small", 512)], share[("small", 1024)]), share[("medium", 512)]
+    assert small[0] < 85 and small[1] < 85 <= medium
     assert f"at {small[0]:.1f}% (context 512) and {small[1]:.1f}% (1024)" in readme
     assert f"At medium it is {medium:.1f}%" in readme
 
-    over_replay = []
-    for size, ctx in sorted(points):
-        rows = point(ladder, size, ctx)
-        anchor = split_ms(rows.loc["torch_stack", "graphed_step_times_ms"])
-        over_replay.append(ratio_ci(anchor, ladder_section.times(rows.loc["fused_loss"]), paired=False)[0])
+    over_replay = [over_stack_replayed(point(ladder, size, ctx)) for size, ctx in points]
     assert f"is {min(over_replay):.2f}–{max(over_replay):.2f}× the torch stack replayed" in readme
 
-    for size, ctx in points:
-        seconds = pd.read_csv(LADDER_GRID_BEFORE / f"benchmarks/ladder-{size}-ctx{ctx}.tsv", sep="\t")["s"].iloc[0]
-        assert f"{seconds:.0f} s ({size}, {ctx}" in readme
+    assert_costs_in_readme(LADDER_GRID_BEFORE, points, readme)
 
 
 LADDER_GRID = REFERENCE / "ladder-grid-55c7d3b"
@@ -1000,26 +1021,17 @@ def test_ladder_grid_slice_is_one_commit_and_its_claims_are_the_csvs():
     recomputed: our fused AdamW over the 85% bar at every point (under it at small before the
     change), the A/B of its launches, the speed bar resolved and the MFU bar not at 2.7B, the small
     point at context 1024 as in both earlier runs, and what each point cost."""
-    from lmperf.measure.stats import ratio_ci, split_ms
     from lmperf.report import ladder_section
 
-    ladder, kernels = render.read(LADDER_GRID / "ladder.csv"), render.read(LADDER_GRID / "ladder_kernels.csv.gz")
-    assert set(ladder["commit"]) == set(kernels["commit"]) == {"55c7d3b2b16b"}
-    points = set(zip(ladder["size"], ladder["context_length"]))
-    assert points == {("small", 512), ("small", 1024), ("medium", 512), ("medium", 1024), ("2.7B", 1024)}
-    assert_rendered(LADDER_GRID, ladder_section.render(ladder, kernels))
-    readme = readme_of(LADDER_GRID)
-
-    def shares(frame: pd.DataFrame, rung: str) -> list[float]:
-        rows = frame[frame["rung"] == rung]
-        return list(100 * rows["optimizer_graphed_gbps"] / rows["hbm_gbps"])
-
-    ours, torch_fused = shares(ladder, "fused_adamw"), shares(ladder, "torch_fused_adamw")
+    points = {("small", 512), ("small", 1024), ("medium", 512), ("medium", 1024), ("2.7B", 1024)}
+    ladder, readme = grid_slice(LADDER_GRID, "55c7d3b2b16b", points)
+    ours = copy_share(ladder[ladder["rung"] == "fused_adamw"])
+    torch_fused = copy_share(ladder[ladder["rung"] == "torch_fused_adamw"])
     assert min(ours) >= 85 and min(ours) > max(torch_fused)
     assert f"runs at {min(ours):.1f}–{max(ours):.1f}% of the copy bandwidth" in readme
     assert f"fused AdamW runs at {min(torch_fused):.1f}–{max(torch_fused):.1f}%" in readme
     before = point(render.read(LADDER_GRID_BEFORE / "ladder.csv"), "small", 512).loc["fused_adamw"]
-    assert f"ran at {100 * before['optimizer_graphed_gbps'] / before['hbm_gbps']:.1f}% at small" in readme
+    assert f"ran at {copy_share(before):.1f}% at small" in readme
 
     ab, first = adamw_ab(LADDER_GRID / "adamw-lists.txt"), adamw_ab(LADDER_GRID / "adamw-lists-first-run.txt")
     for size in ("small", "medium", "large"):
@@ -1042,8 +1054,7 @@ def test_ladder_grid_slice_is_one_commit_and_its_claims_are_the_csvs():
     top_before = loss_run.loc["fused_loss"]
     assert top["mfu"] < 0.5 and f"{100 * top['mfu']:.1f}% MFU" in readme
     assert f"({100 * top_before['mfu']:.1f}% in `../ladder-loss/`)" in readme
-    adamw_before = loss_run.loc["fused_adamw"]
-    assert f"{100 * adamw_before['optimizer_graphed_gbps'] / adamw_before['hbm_gbps']:.1f}% of the copy" in readme
+    assert f"{copy_share(loss_run.loc['fused_adamw']):.1f}% of the copy" in readme
 
     runs = [point(render.read(d / "ladder.csv"), "small", 1024) for d in (LADDER_GRID, LADDER_GRID_BEFORE, LADDER_LOSS)]
     steps = [f"{run.loc['fused_loss', 'median_ms']:.2f}" for run in runs]
@@ -1056,12 +1067,9 @@ def test_ladder_grid_slice_is_one_commit_and_its_claims_are_the_csvs():
     for size, ctx in sorted(points - {("2.7B", 1024)}):
         rows = point(ladder, size, ctx)
         assert rows.loc["torch_stack", "host_bound"]
-        anchor = split_ms(rows.loc["torch_stack", "graphed_step_times_ms"])
-        over_replay.append(ratio_ci(anchor, ladder_section.times(rows.loc["fused_loss"]), paired=False)[0])
+        over_replay.append(over_stack_replayed(rows))
         over_launched.append(ladder_section.speedup(rows.loc["torch_stack"], rows.loc["fused_loss"])[0])
     assert f"is {min(over_replay):.2f}–{max(over_replay):.2f}× the torch stack replayed" in readme
     assert f"(here {min(over_launched):.2f}–{max(over_launched):.2f}×)" in readme
 
-    for size, ctx in points:
-        seconds = pd.read_csv(LADDER_GRID / f"benchmarks/ladder-{size}-ctx{ctx}.tsv", sep="\t")["s"].iloc[0]
-        assert f"{seconds:.0f} s ({size}, {ctx}" in readme
+    assert_costs_in_readme(LADDER_GRID, points, readme)
