@@ -440,7 +440,8 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
     assert [events[i][1] for i in replays] == ["b", "c"] * study.ROUNDS
     while_timed = events[replays[0] : replays[-1]]
     assert ("profile",) not in while_timed and ("check",) not in while_timed
-    assert events[replays[-1] :].count(("profile",)) == 2 and events[replays[-1] :].count(("check",)) == 3
+    after = events[replays[-1] :]
+    assert after.count(("profile",)) == 2 and after.count(("check",)) == 1 + 3  # the initial loss, then each rung's
     assert events.count(("capture", True)) == 2 * study.ROUNDS + 2  # turns, then profile and check
     assert ("capture", False) not in events  # each from the initial weights, not those the last turn trained
     for name in ("b", "c"):
@@ -488,3 +489,38 @@ def test_launched_kernel_profile_starts_from_the_initial_weights(monkeypatch):
     assert seen == [True]
     assert list(profile["rung"]) == ["a"] and list(profile["profiled"]) == ["launched"]
     assert all(p.grad is None for p in ladder.model.parameters())  # released
+
+
+def test_a_point_in_two_processes_checks_what_one_process_does(tmp_path):
+    """The pipeline's two jobs a point: the timed part's CSV, read back by a second part that builds the
+    model again, comes out with its columns as written and the same losses after the checks as the
+    point run in one process (on a CPU, bit for bit)."""
+    from lmperf.measure import Budget
+    from lmperf.measure.rows import write_rows
+    from lmperf.studies import ladder as study
+
+    rungs = [r for r in RUNGS if r.name in ("baseline", "bf16")]
+    point, cpu = ("nano", 16, 2), torch.device("cpu")
+    budget = Budget(min_steps=2, rel_halfwidth=0.5, max_seconds=0.1)
+    one = {row["rung"]: row for row in study.run_ladder(*point, cpu, 1, budget, 3, rungs)}
+
+    rows, _ = study.time_ladder(*point, cpu, 1, budget, rungs)
+    assert "loss_after_check" not in rows["bf16"]
+    write_rows(list(rows.values()), tmp_path / "timed.csv")
+    checked = study.check_timed(*point, cpu, str(tmp_path / "timed.csv"), 3, kernels_out=None, rungs=rungs)
+    write_rows(checked, tmp_path / "point.csv")
+
+    timed, final = (
+        pd.read_csv(tmp_path / name, dtype=str, keep_default_na=False) for name in ("timed.csv", "point.csv")
+    )
+    assert final[timed.columns].equals(timed)
+    for row in checked:
+        assert row["loss_after_check"] == one[row["rung"]]["loss_after_check"] < row["initial_loss"]
+        assert row["initial_loss"] == one[row["rung"]]["initial_loss"]
+
+
+def test_a_checked_part_needs_its_timed_part():
+    from lmperf.studies import ladder as study
+
+    with pytest.raises(SystemExit):
+        study.main(["--size", "nano", "--context-length", "16", "--part", "checked", "--out", "x.csv"])

@@ -108,9 +108,10 @@ def test_full_grid_dag(tmp_path):
     # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
     # DDP: 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
-    # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts
+    # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
     assert jobs == {
         "e2e": 20,
+        "ladder_timed": 10,
         "ladder": 10,
         "warmup": 40,
         "precision": 3,

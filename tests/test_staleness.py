@@ -22,7 +22,12 @@ pytestmark = pytest.mark.slow
 READERS = {
     "e2e": {"e2e"},
     "e2e.batch_size": {"e2e", "warmup"},  # warm-up runs at the e2e batch size
-    "ladder": {"ladder"},
+    "ladder": {"ladder_timed", "ladder"},  # the timed turns, then the checks and profiles in a process of their own
+    "ladder.warmup_steps": {"ladder_timed"},
+    "ladder.measured_steps": {"ladder_timed"},
+    "ladder.ci_halfwidth": {"ladder_timed"},
+    "ladder.max_seconds_per_point": {"ladder_timed"},
+    "ladder.check_steps": {"ladder"},
     "warmup": {"warmup"},
     "flash.leaderboard": {"flash_leaderboard"},
     "flash.sweep": {"flash_sweep"},
@@ -174,7 +179,7 @@ def _nested(path: tuple, value) -> dict:
 # Each study's module -> the rules that run it.
 STUDY_RULES = {
     "studies/e2e.py": {"e2e", "warmup"},
-    "studies/ladder.py": {"ladder"},
+    "studies/ladder.py": {"ladder_timed", "ladder"},
     "studies/precision.py": {"precision"},
     "studies/flash.py": {"flash_leaderboard", "flash_sweep"},
     "studies/attention_sweep.py": {"attention_sweep"},
@@ -224,7 +229,8 @@ def test_editing_the_triton_kernel_leaves_naive_targets_alone(smoke_run, tmp_pat
     assert dry_run(run, "--config", "grid=smoke") == {
         "flash_leaderboard": 1,
         "flash_sweep": 1,
-        "ladder": 1,  # its flash rungs time the kernel (on a GPU)
+        "ladder_timed": 1,  # its flash rungs time the kernel (on a GPU)
+        "ladder": 1,
         "aggregate": 3,  # flash_sweep, ladder and ladder_kernels
         "cost": 1,
         "flash_figures": 1,

@@ -45,6 +45,7 @@ SKIPPED_STUDIES = " ".join(
 # Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job uses.
 ONE_GPU_TARGETS = (
     E2E_JOBS
+    + LADDER_TIMED_TARGETS
     + LADDER_TARGETS
     + WARMUP_TARGETS
     + PRECISION_TARGETS

@@ -28,6 +28,11 @@ learning rate ``check_lr``, then one fp32 eager forward gives its loss (``initia
 that training moved it). Every AdamW is built with that rate: a graph bakes it in, and it does not
 change what a step costs.
 
+A point has two parts: ``time_ladder``, the timed turns, then ``check_ladder``, the loss checks and
+kernel profiles. ``--part both`` runs them in one process; the pipeline runs ``--part timed``, then
+``--part checked`` in a process of its own (on the model built again from the same seed), one job
+each, so that each fits a 10-minute slice: at 2.7B, context 512, the two together passed 555 s.
+
     python -m lmperf.studies.ladder --size small --context-length 512 --out results/ladder/small/ctx512.csv
 """
 
@@ -120,6 +125,8 @@ RUNGS = (
         on_ladder=False,
     ),
 )
+
+PARTS = ("both", "timed", "checked")  # a point in one process, or in two (``main``'s --part)
 
 ROUNDS = 2  # turns each rung takes, A B C A B C (``LadderRun.take_turns``)
 
@@ -342,10 +349,38 @@ def run_ladder(
     kernels_out: str | None = None,
     settle_seconds: float = 0.0,
 ) -> list[dict]:
-    """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note). ``kernels_out``: also
-    write each rung's GPU time per kernel there: a graphed rung's in its replay, the others' launched."""
-    env = fingerprint(device)
-    base = {"study": "ladder", "size": size, "context_length": context_length, "batch_size": batch_size, **env}
+    """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note), both parts of the point in
+    one process: ``time_ladder``, then ``check_ladder`` (the kernels to ``kernels_out``)."""
+    rows, ladder = time_ladder(size, context_length, batch_size, device, warmup_steps, budget, rungs, settle_seconds)
+    base = point_base(size, context_length, batch_size, device)
+    check_ladder(ladder, rows, base, check_steps, settle_seconds, kernels_out)
+    return list(rows.values())
+
+
+def point_base(size: str, context_length: int, batch_size: int, device: torch.device) -> dict:
+    """The columns every row of a point carries: the study, the point and the machine."""
+    return {
+        "study": "ladder",
+        "size": size,
+        "context_length": context_length,
+        "batch_size": batch_size,
+        **fingerprint(device),
+    }
+
+
+def time_ladder(
+    size: str,
+    context_length: int,
+    batch_size: int,
+    device: torch.device,
+    warmup_steps: int,
+    budget: Budget,
+    rungs=RUNGS,
+    settle_seconds: float = 0.0,
+) -> tuple[dict[str, dict], Ladder | None]:
+    """The point's first part: every rung's timed turns on one model, and the rates they give. Returns
+    the rows by rung, and the Ladder (None when the model did not fit: every live row is then 'oom')."""
+    base = point_base(size, context_length, batch_size, device)
     rows = {r.name: first_row(r, i, base, device) for i, r in enumerate(rungs)}
     live = [r for r in rungs if rows[r.name]["status"] == "ok"]
     rates = device_rates(device)
@@ -354,7 +389,7 @@ def run_ladder(
     except torch.OutOfMemoryError as error:
         for r in live:
             rows[r.name].update(status="oom", note=f"model construction: {str(error).splitlines()[0]}")
-        return list(rows.values())
+        return rows, None
     params = count_parameters(ladder.model)
     resident = torch.cuda.memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
     print(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state", flush=True)
@@ -367,32 +402,53 @@ def run_ladder(
                         optimizer_graphed_ms=ms, optimizer_graphed_gbps=ADAMW_BYTES_PER_PARAM * params / ms / 1e6
                     )
 
-    run = LadderRun(ladder, rows, settle_seconds, check_steps)
+    run = LadderRun(ladder, rows, settle_seconds)
     launched, replayed, phases = run.take_turns(live, warmup_steps, budget)
-    profiles = run.profile_and_check_graphed(live, profile=bool(kernels_out))
     for r in live:
         if run.ok(r):
             run.record(r, launched.get(r.name), replayed.get(r.name), phases.get(r.name), budget)
-            if not r.graphed:
-                run.check(r, ladder.step(r))
 
+    peak = peak_tflops(base["device_name"], "bf16")
+    flops = step_flops(ladder.model.cfg, batch_size, context_length, "train_step")
+    for row in rows.values():
+        row.update(params=params, **rates)
+        if row["status"] == "ok":
+            row.update(rates_of(row, flops, peak, batch_size * context_length, params))
+    return rows, ladder
+
+
+def check_ladder(
+    ladder: Ladder | None,
+    rows: dict[str, dict],
+    base: dict,
+    check_steps: int,
+    settle_seconds: float = 0.0,
+    kernels_out: str | None = None,
+) -> None:
+    """The point's second part, after every timed block (a profile or a check may disturb the clock):
+    each rung still 'ok' in ``rows`` trains ``check_steps`` steps for its loss check, and with
+    ``kernels_out`` its GPU time per kernel is written there (``base``'s columns on every row): a
+    graphed rung's in its replay, the others' launched. No ``ladder``: no rung ran (the model did not
+    fit, or every rung needs a GPU), and the kernels file says so."""
+    if ladder is None:
+        if kernels_out:
+            write_rows([{**base, "status": "skipped", "note": "no rung ran"}], kernels_out)
+        return
+    run = LadderRun(ladder, rows, settle_seconds, check_steps)
+    live = [r for r in ladder.rungs.values() if run.ok(r)]
+    profiles = run.profile_and_check_graphed(live, profile=bool(kernels_out))
+    for r in live:
+        if run.ok(r) and not r.graphed:
+            run.check(r, ladder.step(r))
     if kernels_out:
         ran = [r for r in live if run.ok(r)]
-        if device.type == "cuda":
+        if ladder.device.type == "cuda":
             kernels = pd.concat([profiles[r.name] if r.name in profiles else run.profile_launched(r) for r in ran])
         else:
             kernels = pd.DataFrame(
                 {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
             )
         write_rows(kernels.assign(**base).to_dict("records"), kernels_out)
-
-    peak = peak_tflops(env["device_name"], "bf16")
-    flops = step_flops(ladder.model.cfg, batch_size, context_length, "train_step")
-    for row in rows.values():
-        row.update(params=params, **rates)
-        if row["status"] == "ok":
-            row.update(rates_of(row, flops, peak, batch_size * context_length, params))
-    return list(rows.values())
 
 
 def first_row(rung: Rung, order: int, base: dict, device: torch.device) -> dict:
@@ -414,7 +470,7 @@ class LadderRun:
     """One point's rungs on one ``Ladder``, filling their ``rows``: the timed turns, then the kernel
     profiles and loss checks, which may disturb the clock and so come after every timed block."""
 
-    def __init__(self, ladder: Ladder, rows: dict[str, dict], settle_seconds: float, check_steps: int):
+    def __init__(self, ladder: Ladder, rows: dict[str, dict], settle_seconds: float, check_steps: int = 0):
         self.ladder, self.rows, self.device = ladder, rows, ladder.device
         self.settle_seconds, self.check_steps = settle_seconds, check_steps
         self.initial_loss = float("nan")
@@ -678,23 +734,60 @@ def main(argv=None) -> None:
     p.add_argument("--check-steps", type=int, default=20, help="train steps per rung for the loss check (0: none)")
     p.add_argument("--settle-seconds", type=float, default=5.0, help="untimed steps before each timed block")
     p.add_argument("--device", default="auto")
+    p.add_argument(
+        "--part",
+        choices=PARTS,
+        default="both",
+        help="both parts in this process, or one: 'timed' (the turns), then 'checked' (the loss checks and "
+        "kernel profiles, in a process of its own, from the timed part's CSV given as --timed)",
+    )
+    p.add_argument("--timed", help="the timed part's CSV (with --part checked)")
     p.add_argument("--out", required=True)
     p.add_argument("--kernels", help="also write each rung's GPU time per kernel to this CSV (CUDA only)")
     args = p.parse_args(argv)
+    if (args.part == "checked") != bool(args.timed):
+        p.error("--timed goes with --part checked, and only with it")
     budget = Budget(min_steps=args.measured_steps, rel_halfwidth=args.ci_halfwidth, max_seconds=args.max_seconds)
     device = resolve_device(args.device)
-    rows = run_ladder(
-        args.size,
-        args.context_length,
-        args.batch_size,
-        device,
-        args.warmup_steps,
-        budget,
-        args.check_steps,
-        kernels_out=args.kernels,
-        settle_seconds=args.settle_seconds,
-    )
+    point = (args.size, args.context_length, args.batch_size, device)
+    if args.part == "both":
+        rows = run_ladder(
+            *point,
+            args.warmup_steps,
+            budget,
+            args.check_steps,
+            kernels_out=args.kernels,
+            settle_seconds=args.settle_seconds,
+        )
+    elif args.part == "timed":
+        rows = list(time_ladder(*point, args.warmup_steps, budget, settle_seconds=args.settle_seconds)[0].values())
+    else:
+        rows = check_timed(*point, args.timed, args.check_steps, args.settle_seconds, args.kernels)
     write_rows(rows, args.out)
+
+
+def check_timed(
+    size: str,
+    context_length: int,
+    batch_size: int,
+    device: torch.device,
+    timed: str,
+    check_steps: int,
+    settle_seconds: float = 0.0,
+    kernels_out: str | None = None,
+    rungs=RUNGS,
+) -> list[dict]:
+    """The second part in a process of its own: the timed part's rows (read as the text they were
+    written as, so that they are written back unchanged) with their loss checks added, on a Ladder
+    built again from the same seed for the rungs still 'ok'."""
+    frame = pd.read_csv(timed, dtype=str, keep_default_na=False)
+    rows = {row["rung"]: row for row in frame.to_dict("records")}
+    live = [r for r in rungs if rows[r.name]["status"] == "ok"]
+    ladder = Ladder(size, context_length, batch_size, device, live) if live else None
+    check_ladder(
+        ladder, rows, point_base(size, context_length, batch_size, device), check_steps, settle_seconds, kernels_out
+    )
+    return list(rows.values())
 
 
 if __name__ == "__main__":
