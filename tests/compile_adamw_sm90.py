@@ -9,11 +9,12 @@ import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from triton.runtime.jit import mangle_type
 
 from lmperf.model import fused_adamw
 
 TARGET = GPUTarget("cuda", 90, 32)
-SCALARS = ("lr", "beta1", "beta2", "log2_beta1", "log2_beta2", "eps", "decay")
+HYPER = mangle_type(fused_adamw.Hyper.of(dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.01)))
 
 
 def wide_accesses(kernel, signature: dict, constexprs: dict, aligned: tuple = ()) -> tuple[int, int]:
@@ -21,7 +22,7 @@ def wide_accesses(kernel, signature: dict, constexprs: dict, aligned: tuple = ()
     names = kernel.arg_names
     source = ASTSource(
         fn=kernel,
-        signature=signature | {name: "fp32" for name in SCALARS} | {name: "constexpr" for name in constexprs},
+        signature=signature | {"hyper": HYPER} | {name: "constexpr" for name in constexprs},
         constexprs={(names.index(k),): v for k, v in constexprs.items()},
         attrs={(names.index(name),): [["tt.divisibility", 16]] for name in aligned},
     )

@@ -433,7 +433,9 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
         Rung("c", "graphed too", "fp32", "eager", "naive", "lmperf", graphed=True),
     ]
     budget = Budget(min_steps=2, rel_halfwidth=0.5, max_seconds=0.2)
-    rows = study.run_ladder("nano", 16, 2, torch.device("cpu"), 1, budget, 2, rungs, str(tmp_path / "k.csv"))
+    rows = study.run_ladder(
+        study.Point("nano", 16, 2, torch.device("cpu")), 1, budget, 2, rungs, str(tmp_path / "k.csv")
+    )
     rows = {row["rung"]: row for row in rows}
 
     replays = [i for i, e in enumerate(events) if e[0] == "time" and e[1] != "a"]
@@ -500,14 +502,14 @@ def test_a_point_in_two_processes_checks_what_one_process_does(tmp_path):
     from lmperf.studies import ladder as study
 
     rungs = [r for r in RUNGS if r.name in ("baseline", "bf16")]
-    point, cpu = ("nano", 16, 2), torch.device("cpu")
+    point = study.Point("nano", 16, 2, torch.device("cpu"))
     budget = Budget(min_steps=2, rel_halfwidth=0.5, max_seconds=0.1)
-    one = {row["rung"]: row for row in study.run_ladder(*point, cpu, 1, budget, 3, rungs)}
+    one = {row["rung"]: row for row in study.run_ladder(point, 1, budget, 3, rungs)}
 
-    rows, _ = study.time_ladder(*point, cpu, 1, budget, rungs)
+    rows, _ = study.time_ladder(point, 1, budget, rungs)
     assert "loss_after_check" not in rows["bf16"]
     write_rows(list(rows.values()), tmp_path / "timed.csv")
-    checked = study.check_timed(*point, cpu, str(tmp_path / "timed.csv"), 3, kernels_out=None, rungs=rungs)
+    checked = study.check_timed(point, str(tmp_path / "timed.csv"), 3, kernels_out=None, rungs=rungs)
     write_rows(checked, tmp_path / "point.csv")
 
     timed, final = (

@@ -34,6 +34,25 @@ import triton.language as tl
 
 from lmperf.model.optim import AdamW
 
+
+class Hyper(NamedTuple):
+    """A group's hyperparameters as the kernels take them: the logs of the betas for the bias
+    corrections' powers, and the weight decay as the factor it multiplies the weights by."""
+
+    lr: float
+    beta1: float
+    beta2: float
+    log2_beta1: float
+    log2_beta2: float
+    eps: float
+    decay: float
+
+    @classmethod
+    def of(cls, group: dict) -> "Hyper":
+        (beta1, beta2), lr = group["betas"], group["lr"]
+        return cls(lr, beta1, beta2, math.log2(beta1), math.log2(beta2), group["eps"], 1 - lr * group["weight_decay"])
+
+
 BLOCK = 2048  # elements per program: 8 KiB of each fp32 stream, 4 warps
 ALIGN = 16  # a listed tensor's addresses are multiples of this many bytes, and its size of this many elements
 
@@ -48,19 +67,14 @@ def _adamw_block(
     t_ptr,
     n_elements,
     block,
-    lr,
-    beta1,
-    beta2,
-    log2_beta1,
-    log2_beta2,
-    eps,
-    decay,
+    hyper,  # a Hyper
     HAS_MASTER: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     """The update of one parameter's ``block``-th BLOCK of elements."""
     offsets = block.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
+    lr, beta1, beta2, eps = hyper.lr, hyper.beta1, hyper.beta2, hyper.eps
     t = tl.load(t_ptr)
     g = tl.load(g_ptr + offsets, mask=mask).to(tl.float32)
     m = tl.load(m_ptr + offsets, mask=mask)
@@ -69,9 +83,9 @@ def _adamw_block(
     m = beta1 * m + (1 - beta1) * g
     v = beta2 * v + (1 - beta2) * g * g
     # lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), with b^t = 2^(t log2 b)
-    step_size = lr * tl.sqrt(1 - tl.exp2(t * log2_beta2)) / (1 - tl.exp2(t * log2_beta1))
+    step_size = lr * tl.sqrt(1 - tl.exp2(t * hyper.log2_beta2)) / (1 - tl.exp2(t * hyper.log2_beta1))
     p = p - step_size * m / (tl.sqrt(v) + eps)
-    p = p * decay
+    p = p * hyper.decay
     tl.store(m_ptr + offsets, m, mask=mask)
     tl.store(v_ptr + offsets, v, mask=mask)
     tl.store(w_ptr + offsets, p.to(w_ptr.dtype.element_ty), mask=mask)
@@ -88,13 +102,7 @@ def _adamw_kernel(
     v_ptr,
     t_ptr,
     n_elements,
-    lr,
-    beta1,
-    beta2,
-    log2_beta1,
-    log2_beta2,
-    eps,
-    decay,
+    hyper,
     HAS_MASTER: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
@@ -108,13 +116,7 @@ def _adamw_kernel(
         t_ptr,
         n_elements,
         tl.program_id(0),
-        lr,
-        beta1,
-        beta2,
-        log2_beta1,
-        log2_beta2,
-        eps,
-        decay,
+        hyper,
         HAS_MASTER,
         BLOCK,
     )
@@ -124,13 +126,7 @@ def _adamw_kernel(
 def _adamw_list_kernel(
     table_ptr,  # int64 (8, n_tensors): rows p, master, g, m, v, t addresses; size; first program
     n_tensors,
-    lr,
-    beta1,
-    beta2,
-    log2_beta1,
-    log2_beta2,
-    eps,
-    decay,
+    hyper,
     P_TYPE: tl.constexpr,
     G_TYPE: tl.constexpr,
     HAS_MASTER: tl.constexpr,
@@ -168,13 +164,7 @@ def _adamw_list_kernel(
         t_ptr,
         n_elements,
         block,
-        lr,
-        beta1,
-        beta2,
-        log2_beta1,
-        log2_beta2,
-        eps,
-        decay,
+        hyper,
         HAS_MASTER,
         BLOCK,
     )
@@ -212,7 +202,7 @@ class FusedAdamW(AdamW):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._captured: dict[tuple, Table] = {}  # by addresses: each kept while a graph may replay it
-        self._recent: dict[tuple, Table] = {}  # by (dtypes, device, first parameter): a chunk's last launched table
+        self._recent: dict[int, Table] = {}  # by its first parameter's address: a chunk's last launched table
 
     def new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         if p.dtype == torch.float32:
@@ -222,8 +212,7 @@ class FusedAdamW(AdamW):
         return dict(t=t, m=torch.zeros_like(master), v=torch.zeros_like(master), master=master)
 
     def _update(self, params: list[torch.Tensor], group: dict) -> None:
-        lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        scalars = (lr, beta1, beta2, math.log2(beta1), math.log2(beta2), eps, 1 - lr * weight_decay)
+        hyper = Hyper.of(group)
         state = [self.state[p] for p in params]
         torch._foreach_add_([s["t"] for s in state], 1)
         lists: dict[tuple, list] = {}
@@ -242,7 +231,7 @@ class FusedAdamW(AdamW):
                 s["v"],
                 s["t"],
                 n,
-                *scalars,
+                hyper,
                 HAS_MASTER="master" in s,
                 BLOCK=BLOCK,
             )
@@ -251,7 +240,7 @@ class FusedAdamW(AdamW):
             _adamw_list_kernel[(programs,)](
                 table,
                 len(members),
-                *scalars,
+                hyper,
                 P_TYPE=TRITON_TYPES[p_dtype],
                 G_TYPE=TRITON_TYPES[g_dtype],
                 HAS_MASTER=p_dtype != torch.float32,
@@ -274,9 +263,8 @@ class FusedAdamW(AdamW):
             columns.append([x.data_ptr() for x in tensors] + [p.numel(), first])
             first += triton.cdiv(p.numel(), BLOCK)
         key = tuple(address for column in columns for address in column[:6])
-        chunk = (members[0][0].dtype, members[0][0].grad.dtype, device, key[0])
         capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-        table = self._captured.get(key) or self._recent.get(chunk)
+        table = self._captured.get(key) or self._recent.get(key[0])
         if table is None or table.key != key:
             host = torch.tensor(columns, dtype=torch.int64).T.contiguous()
             if device.type == "cuda":
@@ -285,5 +273,5 @@ class FusedAdamW(AdamW):
         if capturing:  # the graph reads the device copy at every replay: never replaced
             self._captured[key] = table
         else:
-            self._recent[chunk] = table
+            self._recent[key[0]] = table
         return table.device_copy, table.programs

@@ -320,7 +320,7 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
         "",
         "The roofline ladder (`results/ladder.csv`): the handout's train step, then one technique added per rung; "
         "beside it torch's fused AdamW in our rung's place, and the torch stack a user gets without lmperf "
-        "(whole-model `torch.compile`, SDPA, `torch.optim.AdamW(fused=True)`). All rungs of a point run in one "
+        "(whole-model `torch.compile`, SDPA, `torch.optim.AdamW(fused=True)`). All rungs of a point are timed in one "
         f"process on one model, {how} MFU is against the bf16 dense peak for every rung (so it ranks rungs "
         "as their speed does); train-step FLOPs are 3× the forward's. Medians with 95% bootstrap CIs.",
         "",

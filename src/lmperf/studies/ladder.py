@@ -39,6 +39,7 @@ each, so that each fits a 10-minute slice: at 2.7B, context 512, the two togethe
 import argparse
 import statistics
 from dataclasses import dataclass, fields, replace
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -337,11 +338,22 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
     return times
 
 
+class Point(NamedTuple):
+    """One (size, context) of the grid, at a batch size, on a device: what each part of the study runs."""
+
+    size: str
+    context_length: int
+    batch_size: int
+    device: torch.device
+
+    def base(self) -> dict:
+        """The columns every row of the point carries: the study, the point and the machine."""
+        where = {key: value for key, value in self._asdict().items() if key != "device"}
+        return {"study": "ladder", **where, **fingerprint(self.device)}
+
+
 def run_ladder(
-    size: str,
-    context_length: int,
-    batch_size: int,
-    device: torch.device,
+    point: Point,
     warmup_steps: int,
     budget: Budget,
     check_steps: int = 0,
@@ -351,41 +363,23 @@ def run_ladder(
 ) -> list[dict]:
     """One row per rung: 'ok', 'oom' or 'skipped' (with the reason in note), both parts of the point in
     one process: ``time_ladder``, then ``check_ladder`` (the kernels to ``kernels_out``)."""
-    rows, ladder = time_ladder(size, context_length, batch_size, device, warmup_steps, budget, rungs, settle_seconds)
-    base = point_base(size, context_length, batch_size, device)
-    check_ladder(ladder, rows, base, check_steps, settle_seconds, kernels_out)
+    rows, ladder = time_ladder(point, warmup_steps, budget, rungs, settle_seconds)
+    check_ladder(ladder, rows, point.base(), check_steps, settle_seconds, kernels_out)
     return list(rows.values())
 
 
-def point_base(size: str, context_length: int, batch_size: int, device: torch.device) -> dict:
-    """The columns every row of a point carries: the study, the point and the machine."""
-    return {
-        "study": "ladder",
-        "size": size,
-        "context_length": context_length,
-        "batch_size": batch_size,
-        **fingerprint(device),
-    }
-
-
 def time_ladder(
-    size: str,
-    context_length: int,
-    batch_size: int,
-    device: torch.device,
-    warmup_steps: int,
-    budget: Budget,
-    rungs=RUNGS,
-    settle_seconds: float = 0.0,
+    point: Point, warmup_steps: int, budget: Budget, rungs=RUNGS, settle_seconds: float = 0.0
 ) -> tuple[dict[str, dict], Ladder | None]:
     """The point's first part: every rung's timed turns on one model, and the rates they give. Returns
     the rows by rung, and the Ladder (None when the model did not fit: every live row is then 'oom')."""
-    base = point_base(size, context_length, batch_size, device)
+    size, context_length, batch_size, device = point
+    base = point.base()
     rows = {r.name: first_row(r, i, base, device) for i, r in enumerate(rungs)}
     live = [r for r in rungs if rows[r.name]["status"] == "ok"]
     rates = device_rates(device)
     try:
-        ladder = Ladder(size, context_length, batch_size, device, live)
+        ladder = Ladder(*point, live)
     except torch.OutOfMemoryError as error:
         for r in live:
             rows[r.name].update(status="oom", note=f"model construction: {str(error).splitlines()[0]}")
@@ -749,10 +743,10 @@ def main(argv=None) -> None:
         p.error("--timed goes with --part checked, and only with it")
     budget = Budget(min_steps=args.measured_steps, rel_halfwidth=args.ci_halfwidth, max_seconds=args.max_seconds)
     device = resolve_device(args.device)
-    point = (args.size, args.context_length, args.batch_size, device)
+    point = Point(args.size, args.context_length, args.batch_size, device)
     if args.part == "both":
         rows = run_ladder(
-            *point,
+            point,
             args.warmup_steps,
             budget,
             args.check_steps,
@@ -760,22 +754,14 @@ def main(argv=None) -> None:
             settle_seconds=args.settle_seconds,
         )
     elif args.part == "timed":
-        rows = list(time_ladder(*point, args.warmup_steps, budget, settle_seconds=args.settle_seconds)[0].values())
+        rows = list(time_ladder(point, args.warmup_steps, budget, settle_seconds=args.settle_seconds)[0].values())
     else:
-        rows = check_timed(*point, args.timed, args.check_steps, args.settle_seconds, args.kernels)
+        rows = check_timed(point, args.timed, args.check_steps, args.settle_seconds, args.kernels)
     write_rows(rows, args.out)
 
 
 def check_timed(
-    size: str,
-    context_length: int,
-    batch_size: int,
-    device: torch.device,
-    timed: str,
-    check_steps: int,
-    settle_seconds: float = 0.0,
-    kernels_out: str | None = None,
-    rungs=RUNGS,
+    point: Point, timed: str, check_steps: int, settle_seconds: float = 0.0, kernels_out: str | None = None, rungs=RUNGS
 ) -> list[dict]:
     """The second part in a process of its own: the timed part's rows (read as the text they were
     written as, so that they are written back unchanged) with their loss checks added, on a Ladder
@@ -783,10 +769,8 @@ def check_timed(
     frame = pd.read_csv(timed, dtype=str, keep_default_na=False)
     rows = {row["rung"]: row for row in frame.to_dict("records")}
     live = [r for r in rungs if rows[r.name]["status"] == "ok"]
-    ladder = Ladder(size, context_length, batch_size, device, live) if live else None
-    check_ladder(
-        ladder, rows, point_base(size, context_length, batch_size, device), check_steps, settle_seconds, kernels_out
-    )
+    ladder = Ladder(*point, live) if live else None
+    check_ladder(ladder, rows, point.base(), check_steps, settle_seconds, kernels_out)
     return list(rows.values())
 
 
