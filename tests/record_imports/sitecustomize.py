@@ -1,11 +1,14 @@
 """Loaded by every Python process of a test's pipeline run (this folder is on PYTHONPATH there): at
 exit, write the module run as __main__, the lmperf source files the process imported and its
-arguments to $LMPERF_IMPORT_LOG/<pid>.txt, so a test can check each rule's inputs against what its
-job ran, and count the processes a job started."""
+arguments to a new file $LMPERF_IMPORT_LOG/<pid>-<random>.txt, so a test can check each rule's inputs
+against what its job ran, and count the processes a job started. The name is never reused: CI's
+machine wraps its PIDs (pid_max 32768) within one run of the suite, and a later process with the same
+PID overwrote an earlier one's record."""
 
 import atexit
 import os
 import sys
+import tempfile
 
 
 def _record():
@@ -17,7 +20,8 @@ def _record():
         if name.split(".")[0] == "lmperf" and getattr(module, "__file__", None)
     )
     if spec is not None and files:
-        with open(os.path.join(os.environ["LMPERF_IMPORT_LOG"], f"{os.getpid()}.txt"), "w") as f:
+        fd, _ = tempfile.mkstemp(".txt", f"{os.getpid()}-", os.environ["LMPERF_IMPORT_LOG"])
+        with os.fdopen(fd, "w") as f:
             f.write("\n".join([spec.name, *files, "--argv", *sys.argv[1:]]) + "\n")
 
 
