@@ -853,9 +853,14 @@ def test_the_one_commit_run_costs_what_the_readme_says():
     assert f"profiling {profile[1]} min ({profile[0]} jobs)" in readme
     assert f"memory {minutes('memory-ddp/benchmarks/memory/*.tsv')[1]} min" in readme
     assert f"all-reduce, DDP and sharding {multi[1]} min" in readme
-    ladder, grid = seconds("ladder*/benchmarks/*.tsv"), seconds("ladder-grid-55c7d3b/benchmarks/*.tsv")
-    assert f"the ladder's committed points took {min(ladder):.0f}–{max(ladder):.0f} s each" in readme
+    one_process = [
+        s for d in REFERENCE.glob("ladder*") if d != LADDER_GRID_SPLIT for s in seconds(f"{d.name}/benchmarks/*.tsv")
+    ]
+    grid = seconds("ladder-grid-55c7d3b/benchmarks/*.tsv")
+    two_jobs = [sum(job_seconds(LADDER_GRID_SPLIT, *p)) for p in ladder_points(LADDER_GRID_SPLIT)]
+    assert f"the ladder's committed points took {min(one_process):.0f}–{max(one_process):.0f} s each in one" in readme
     assert f"({min(grid):.0f}–{max(grid):.0f} s at `55c7d3b2b16b`, `h100/ladder-grid-55c7d3b/`)" in readme
+    assert f"and {min(two_jobs):.0f}–{max(two_jobs):.0f} s as two jobs (`h100/ladder-grid-ab1a14a/`)" in readme
 
 
 LADDER_LOSS = REFERENCE / "ladder-loss"
@@ -1094,3 +1099,116 @@ def test_ladder_grid_slice_is_one_commit_and_its_claims_are_the_csvs():
     assert "stopped at their time (570 and 555 s" in readme and "stopped it at 555 s" in readme
     baseline = re.findall(r"baseline launched +([\d.]+) ms", (LADDER_GRID / "log-2.7B-ctx512-stopped.txt").read_text())
     assert f"at {statistics.median(map(float, baseline)) / 1000:.2f} s a step" in readme
+
+
+LADDER_GRID_SPLIT = REFERENCE / "ladder-grid-ab1a14a"
+
+
+def ladder_points(directory: Path) -> set:
+    """The (size, context) points of a ladder slice's table."""
+    ladder = render.read(directory / "ladder.csv")
+    return set(zip(ladder["size"], ladder["context_length"]))
+
+
+def job_seconds(directory: Path, size: str, ctx: int) -> tuple[float, float]:
+    """A point's two jobs, timed and checked, in seconds from their benchmark files."""
+    return tuple(
+        pd.read_csv(directory / f"benchmarks/ladder-{size}-ctx{ctx}{part}.tsv", sep="\t")["s"].iloc[0]
+        for part in ("-timed", "")
+    )
+
+
+def test_ladder_grid_in_two_jobs_a_point_is_one_commit_and_its_claims_are_the_csvs():
+    """The grid begun again with two jobs a point: the section re-rendered, and the README's numbers
+    recomputed from its files: the AdamW and speed bars met and the MFU bar not at 2.7B; where the
+    torch stack is host-bound; the points both grid slices hold agree; what each call ran and left;
+    what each point's jobs cost."""
+    from lmperf.report import ladder_section
+
+    points = {("small", 512), ("small", 1024), ("medium", 512), ("2.7B", 512), ("2.7B", 1024)}
+    ladder, readme = grid_slice(LADDER_GRID_SPLIT, "ab1a14aa7a61", points)
+    ours = copy_share(ladder[ladder["rung"] == "fused_adamw"])
+    torch_fused = copy_share(ladder[ladder["rung"] == "torch_fused_adamw"])
+    assert min(ours) >= 85 and min(ours) > max(torch_fused)
+    assert f"runs at {min(ours):.1f}–{max(ours):.1f}% of the copy bandwidth" in readme
+    assert f"torch's fused AdamW at {min(torch_fused):.1f}–{max(torch_fused):.1f}%" in readme
+
+    rows = point(ladder, "2.7B", 1024)
+    top, anchor = rows.loc["fused_loss"], rows.loc["torch_stack"]
+    value, low, high = ladder_section.speedup(anchor, top)
+    assert low > 1.1 and f"takes {top['median_ms']:.1f} ms, {value:.3f}× the torch stack launched" in readme
+    assert f"({anchor['median_ms']:.1f} ms; CI {low:.3f}–{high:.3f})" in readme
+    before = point(render.read(LADDER_GRID / "ladder.csv"), "2.7B", 1024).loc["fused_loss", "mfu"]
+    assert top["mfu"] < 0.5 and f"{100 * top['mfu']:.1f}% MFU on the train step ({100 * before:.1f}% at" in readme
+    block = (LADDER_GRID_SPLIT / "sections.md").read_text().split("### 2.7B, context 1024")[1]
+    capped, sampled = re.search(r"(\d+) of (\d+) replays had their clock held by the power cap", block).groups()
+    assert f"{capped} of the point's {sampled} replayed rungs had their clock held" in readme
+
+    launched, replayed = [], []
+    for size, ctx in sorted(points):
+        rows = point(ladder, size, ctx)
+        replayed.append(over_stack_replayed(rows))
+        speedup = ladder_section.speedup(rows.loc["torch_stack"], rows.loc["fused_loss"])[0]
+        assert not rows.loc["fused_loss", "host_bound"]
+        if size == "2.7B":
+            assert not rows.loc["torch_stack", "host_bound"]
+            if ctx == 512:
+                assert f"`fused_loss` is {speedup:.3f}× the torch stack launched; neither is host-bound" in readme
+            continue
+        assert rows.loc["torch_stack", "host_bound"]
+        launched.append(speedup)
+    assert f"{min(launched):.2f}–{max(launched):.2f}× the torch stack launched" in readme
+    assert f"it is {min(replayed):.2f}–{max(replayed):.2f}× the torch stack at every point" in readme
+
+    one_process = render.read(LADDER_GRID / "ladder.csv")
+    drift = []
+    for size, ctx in points & set(zip(one_process["size"], one_process["context_length"])):
+        split, whole = point(ladder, size, ctx), point(one_process, size, ctx)
+        ran = split.index[split["status"] == "ok"]
+        same = split.loc[ran, "loss_after_check"].map("{:.4f}".format) == whole.loc[ran, "loss_after_check"].map(
+            "{:.4f}".format
+        )
+        assert list(same.index[~same]) == ["torch_stack"]
+        drift.append((split.loc[ran, "graphed_median_ms"] / whole.loc[ran, "graphed_median_ms"] - 1).abs().max())
+    assert len(drift) == 4 and "At the four points both slices hold" in readme
+    assert max(drift) < 0.014 and "within 1.4% of it" in readme
+
+    calls = {}  # call -> the targets it ran to the end, and those it left with (expected, left) seconds
+    for n in range(1, 8):
+        fill = (LADDER_GRID_SPLIT / f"fill-call-{n}.txt").read_text()
+        ran = re.findall(
+            r"^running: results/ladder/(\S+)\.csv .*\n(?:.*\n)*?after \d+ s: run-slice exited 0$", fill, re.M
+        )
+        left = re.findall(
+            r"^left for the next allocation: results/ladder/(\S+)\.csv \(expected (\d+) s, (\d+) s left", fill, re.M
+        )
+        calls[n] = ran, left
+    assert calls == {
+        1: (["small/ctx512-timed", "small/ctx512"], []),
+        2: (["2.7B/ctx1024-timed", "2.7B/ctx1024"], []),
+        3: (["2.7B/ctx512-timed"], []),
+        4: (["2.7B/ctx512"], [("small/ctx1024-timed", "345", "342")]),
+        5: (["small/ctx1024-timed", "small/ctx1024"], []),
+        6: (["medium/ctx512-timed"], [("medium/ctx512", "110", "91")]),
+        7: (["medium/ctx512"], []),
+    }
+    assert "small 1024 timed left (345 s expected, 342 s left)" in readme
+    assert "its checked job left (110 s expected, 91 s left)" in readme
+    gpu = (LADDER_GRID_SPLIT / "test_gpu.txt").read_text()
+    assert re.search(r"= 9 passed", gpu) and "FAILED" not in gpu and "`tests/test_gpu.py`: 9 passed" in readme
+
+    jobs = {p: job_seconds(LADDER_GRID_SPLIT, *p) for p in points}
+    for (size, ctx), (timed, checked) in jobs.items():
+        assert (
+            f"{size} {ctx} {'took ' if size == 'small' and ctx == 512 else ''}{timed:.0f} + {checked:.0f} s" in readme
+        )
+    assert f"2.7B at 512 is {sum(jobs[('2.7B', 512)]):.0f} s in all" in readme
+    assert 585 - max(max(j) for j in jobs.values()) >= 150 and "at least 150 s to spare" in readme
+    whole = [
+        pd.read_csv(LADDER_GRID / f"benchmarks/ladder-small-ctx{ctx}.tsv", sep="\t")["s"].iloc[0] for ctx in (512, 1024)
+    ]
+    more = [sum(jobs[("small", ctx)]) - w for ctx, w in zip((512, 1024), whole)]
+    assert f"took {more[0]:.0f} and {more[1]:.0f} s more" in readme
+    assert f"({whole[0]:.0f} and {whole[1]:.0f} s there)" in readme
+    medium, small = jobs[("medium", 512)][1], (jobs[("small", 512)][1], jobs[("small", 1024)][1])
+    assert f"checked job took {medium:.0f} s against small's {small[0]:.0f} and {small[1]:.0f} s" in readme
