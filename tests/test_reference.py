@@ -20,6 +20,11 @@ def e2e() -> pd.DataFrame:
     return render.read(SLICE / "e2e.csv")
 
 
+def benchmark_seconds(path: Path) -> float:
+    """The seconds a job took, from its Snakemake `benchmark:` file (one row each here)."""
+    return pd.read_csv(path, sep="\t")["s"].iloc[0]
+
+
 def readme_of(directory: Path) -> str:
     """A slice's README with its line breaks as spaces, so that a claim reads the same across them."""
     return " ".join((directory / "README.md").read_text().split())
@@ -398,7 +403,7 @@ def test_one_commit_e2e_slice_is_graphed_rendered_and_says_what_it_shows():
     large = compiled.loc[("large", 1024)]
     assert f"{large['speedup']:.4f} (CI {large['ci95_low']:.4f}–{large['ci95_high']:.4f})" in readme
     assert f"ours {fp32['speedup'].min():.4f} of" in readme and f"up to {1 / fp32['speedup'].min():.2f}×" in readme
-    seconds = sorted(pd.read_csv(p, sep="\t")["s"].iloc[0] for p in (ONE_COMMIT / "benchmarks").glob("*.tsv"))
+    seconds = sorted(benchmark_seconds(p) for p in (ONE_COMMIT / "benchmarks").glob("*.tsv"))
     assert len(seconds) == 30 and f"{seconds[0]:.0f} s" in readme and f"{seconds[-1]:.0f} s" in readme
     assert f"{sum(seconds) / 60:.0f} minutes in all" in readme
 
@@ -454,7 +459,7 @@ def test_one_commit_profile_slice_is_rendered_and_its_check_against_e2e_says_wha
 
     ratio = answers["softmax_time_ratio"]
     assert f"{ratio.min():.2f}× to {ratio.max():.2f}× the time" in readme
-    seconds = sorted(pd.read_csv(p, sep="\t")["s"].iloc[0] for p in (PROFILE_ONE_COMMIT / "benchmarks").glob("*.tsv"))
+    seconds = sorted(benchmark_seconds(p) for p in (PROFILE_ONE_COMMIT / "benchmarks").glob("*.tsv"))
     assert len(seconds) == 40 and f"{seconds[0]:.0f} s to {seconds[-1]:.0f} s" in readme
     assert f"{sum(seconds) / 60:.0f} minutes in all" in readme
 
@@ -838,7 +843,7 @@ def test_the_one_commit_run_costs_what_the_readme_says():
     readme = readme_of(REFERENCE.parent)
 
     def seconds(*globs: str) -> list[float]:
-        return [pd.read_csv(f, sep="\t")["s"].iloc[-1] for g in globs for f in REFERENCE.glob(g)]
+        return [benchmark_seconds(f) for g in globs for f in REFERENCE.glob(g)]
 
     def minutes(*globs: str) -> tuple[int, int]:
         jobs = seconds(*globs)
@@ -987,7 +992,7 @@ def over_stack_replayed(rows: pd.DataFrame) -> float:
 def assert_costs_in_readme(directory: Path, points: set, readme: str) -> None:
     """Each point's cost in the README is its benchmark file's seconds."""
     for size, ctx in points:
-        seconds = pd.read_csv(directory / f"benchmarks/ladder-{size}-ctx{ctx}.tsv", sep="\t")["s"].iloc[0]
+        seconds = benchmark_seconds(directory / f"benchmarks/ladder-{size}-ctx{ctx}.tsv")
         assert f"{seconds:.0f} s ({size}, {ctx}" in readme
 
 
@@ -1129,8 +1134,7 @@ def ladder_points(directory: Path) -> set:
 def job_seconds(directory: Path, size: str, ctx: int) -> tuple[float, float]:
     """A point's two jobs, timed and checked, in seconds from their benchmark files."""
     return tuple(
-        pd.read_csv(directory / f"benchmarks/ladder-{size}-ctx{ctx}{part}.tsv", sep="\t")["s"].iloc[0]
-        for part in ("-timed", "")
+        benchmark_seconds(directory / f"benchmarks/ladder-{size}-ctx{ctx}{part}.tsv") for part in ("-timed", "")
     )
 
 
@@ -1215,9 +1219,7 @@ def test_ladder_grid_in_two_jobs_a_point_is_one_commit_and_its_claims_are_the_cs
         )
     assert f"2.7B at 512 is {sum(jobs[('2.7B', 512)]):.0f} s in all" in readme
     assert 585 - max(max(j) for j in jobs.values()) >= 150 and "at least 150 s to spare" in readme
-    whole = [
-        pd.read_csv(LADDER_GRID / f"benchmarks/ladder-small-ctx{ctx}.tsv", sep="\t")["s"].iloc[0] for ctx in (512, 1024)
-    ]
+    whole = [benchmark_seconds(LADDER_GRID / f"benchmarks/ladder-small-ctx{ctx}.tsv") for ctx in (512, 1024)]
     more = [sum(jobs[("small", ctx)]) - w for ctx, w in zip((512, 1024), whole)]
     assert f"took {more[0]:.0f} and {more[1]:.0f} s more" in readme
     assert f"({whole[0]:.0f} and {whole[1]:.0f} s there)" in readme
