@@ -1176,23 +1176,21 @@ def test_ladder_grid_in_two_jobs_a_point_is_one_commit_and_its_claims_are_the_cs
     assert f"it is {min(replayed):.2f}–{max(replayed):.2f}× the torch stack at every point" in readme
 
     one_process = render.read(LADDER_GRID / "ladder.csv")
-    here, there = point(ladder, "large", 1024).loc["torch_stack"], point(one_process, "large", 1024).loc["torch_stack"]
+    large = [point(g, "large", 1024) for g in (ladder, one_process)]  # here, there
+    here, there = (rows.loc["torch_stack"] for rows in large)
     assert here["host_bound"] and not there["host_bound"]
     assert f"takes {here['median_ms']:.2f} ms here against {there['median_ms']:.2f} ms at" in readme
     assert f"replayed {here['graphed_median_ms']:.2f} against {there['graphed_median_ms']:.2f} ms" in readme
-    top = [
-        ladder_section.speedup(point(g, "large", 1024).loc["torch_stack"], point(g, "large", 1024).loc["fused_loss"])[0]
-        for g in (ladder, one_process)
-    ]
+    top = [ladder_section.speedup(rows.loc["torch_stack"], rows.loc["fused_loss"])[0] for rows in large]
     assert f"The top rung is {top[0]:.3f}× it launched here and {top[1]:.3f}× there" in readme
 
     drift, differ, gap = [], {}, {}  # gap: the largest loss difference of a point's differing rungs
     for size, ctx in points & set(zip(one_process["size"], one_process["context_length"])):
         split, whole = point(ladder, size, ctx), point(one_process, size, ctx)
         ran = split.index[split["status"] == "ok"]
-        checked = split.loc[ran, "loss_after_check"].dropna().index
-        same = split.loc[checked, "loss_after_check"].map("{:.4f}".format) == whole.loc[
-            checked, "loss_after_check"
+        with_loss = split.loc[ran, "loss_after_check"].dropna().index
+        same = split.loc[with_loss, "loss_after_check"].map("{:.4f}".format) == whole.loc[
+            with_loss, "loss_after_check"
         ].map("{:.4f}".format)
         differ[(size, ctx)] = set(same.index[~same]) - {"torch_stack"}
         assert "torch_stack" in same.index[~same]
@@ -1256,13 +1254,9 @@ def test_ladder_grid_in_two_jobs_a_point_is_one_commit_and_its_claims_are_the_cs
     xl_timed = benchmark_seconds(LADDER_GRID_SPLIT / "benchmarks/ladder-xl-ctx1024-timed.tsv")
     assert f"xl 1024's timed job took {xl_timed:.0f} s" in readme
     assert f"2.7B at 512 is {sum(jobs[('2.7B', 512)]):.0f} s in all" in readme
-    over = sorted(sum(j) for p, j in jobs.items() if sum(j) > 585 and p != ("2.7B", 512))
-    assert {p for p, j in jobs.items() if sum(j) > 585} == {
-        ("medium", 512),
-        ("medium", 1024),
-        ("xl", 512),
-        ("2.7B", 512),
-    }
+    past_a_call = {p: sum(j) for p, j in jobs.items() if sum(j) > 585}
+    assert set(past_a_call) == {("medium", 512), ("medium", 1024), ("xl", 512), ("2.7B", 512)}
+    over = sorted(s for p, s in past_a_call.items() if p != ("2.7B", 512))
     assert f"So did medium at 512 and 1024 and xl at 512 ({over[0]:.0f}–{over[-1]:.0f} s)" in readme
     assert 585 - max(xl_timed, *(max(j) for j in jobs.values())) >= 100 and "at least 100 s to spare" in readme
     whole = [benchmark_seconds(LADDER_GRID / f"benchmarks/ladder-small-ctx{ctx}.tsv") for ctx in (512, 1024)]
