@@ -140,6 +140,50 @@ def test_memory_and_ddp_slice_says_what_its_sections_show():
     assert nccl["status"] == "refused" and f"**refused** (R² {nccl['r2']:.3f})" in readme
 
 
+ALLREDUCE_X4 = REFERENCE / "allreduce-x4"
+
+
+def test_allreduce_on_four_gpus_is_one_commit_and_its_claims_are_the_csvs():
+    """#8's sweep on four H100s: the section re-rendered, every row at one commit, NCCL with 2 and 4
+    ranks timed (100 iterations a size) and 6 a skipped row, and the README's numbers recomputed:
+    the bus bandwidth at 1 GiB under what 18 NVLinks carry one way, the flat small sizes, the fits."""
+    from lmperf.report import comm_section
+
+    sweep, fits = render.read(ALLREDUCE_X4 / "allreduce.csv"), render.read(ALLREDUCE_X4 / "comm_fit.csv")
+    assert_rendered(ALLREDUCE_X4, comm_section.render(sweep, fits))
+    assert set(sweep["commit"]) == {"8be1b1e06b34"}
+    readme = readme_of(ALLREDUCE_X4)
+    assert "`NV18` between every pair" in readme and (ALLREDUCE_X4 / "topo.txt").read_text().count("NV18") == 12
+
+    nccl = sweep[sweep["backend"] == "nccl"]
+    skipped = nccl[nccl["status"] == "skipped"]
+    assert skipped["world_size"].tolist() == [6] and '"needs 6 GPUs, 4 visible"' in readme
+    timed = nccl[nccl["status"] == "ok"]
+    assert set(timed["world_size"]) == {2, 4} and (timed["iters"] >= 100).all()
+    assert set(timed["device_name"]) == {"NVIDIA H100 80GB HBM3"}
+    assert set(sweep.loc[sweep["backend"] == "gloo", "world_size"]) == {2, 4, 6}
+
+    largest = timed[timed["bytes"] == 2**30].set_index("world_size")
+    assert (largest["busbw_gbps"] < 18 * 25).all()
+    for n in (2, 4):
+        busbw, ms = largest.loc[n, ["busbw_gbps", "median_ms"]]
+        assert f"{busbw:.2f} GB/s" in readme and f"({ms:.3f} ms)" in readme
+    assert f"it took {largest.loc[4, 'median_ms'] / largest.loc[2, 'median_ms']:.3f}×" in readme
+    small = timed[(timed["world_size"] == 4) & (timed["bytes"] <= 4 * 2**20)]["median_ms"] * 1000
+    assert f"takes {small.min():.1f}–{small.max():.1f} µs whatever the size" in readme
+
+    fits = fits.set_index(["backend", "world_size"])
+    gloo = fits.loc["gloo"]
+    assert (gloo["status"] == "ok").all() and f"(R² {gloo['r2'].min():.3f}–{gloo['r2'].max():.3f})" in readme
+    refused = fits.loc["nccl"]
+    assert (refused["status"] == "refused").all()
+    assert f"(R² {refused.loc[2, 'r2']:.3f} and {refused.loc[4, 'r2']:.3f})" in readme
+
+    jobs = [benchmark_seconds(f) for f in ALLREDUCE_X4.glob("benchmarks/*.tsv")]
+    assert len(jobs) == 6 and f"took {min(jobs):.1f}–{max(jobs):.1f} s each, {sum(jobs):.0f} s together" in readme
+    assert "9 of 9 steps (100%) done" in (ALLREDUCE_X4 / "run-slice.txt").read_text()
+
+
 def test_launch_check_is_one_commit_and_says_what_its_files_show():
     check = REFERENCE / "launch-check"
     rows = [pd.read_csv(f) for f in check.glob("*.csv") if f.name != "comm_fit.csv"]
