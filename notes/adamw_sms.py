@@ -8,9 +8,9 @@ the same update on fewer SMs at about the same bandwidth saves energy.
 Arms, in turns (A B C D, A B C D): the AdamW update of the 2.7B model's parameter count, as one
 flat tensor in the bf16-weights rung's layout (bf16 weights and gradients, fp32 masters and
 moments: 28 B a parameter moved). The update is the one `lmperf.model.fused_adamw` does, with a
-constant step size. Each arm launches 16 programs per SM. A program on an SM whose id is at or above
-the arm's SM count returns at once. The others take BLOCK-element blocks off one atomic counter
-until none is left. So an arm's SM count is how many SMs do the work.
+constant step size. Each arm launches 16 programs per SM. An arm of s SMs works on the s SMs of
+lowest id (the ids the programs report, which need not be contiguous); a program elsewhere returns
+at once. The others take BLOCK-element blocks off one atomic counter until none is left.
 
 Each arm runs back to back for 3 s untimed, then for about 5 s timed. The script prints the median
 time per update, the bandwidth at 28 B a parameter, the nvidia-smi medians, and the energy per
@@ -70,7 +70,7 @@ def adamw_on_some_sms(
             block = tl.atomic_add(counter_ptr, 1)
 
 
-def check(device: torch.device, n: int = 1_000_003, sms: int = 1 << 30) -> float:
+def check(device: torch.device, n: int = 1_000_003, below: int = 1 << 30) -> float:
     """The kernel's update of n elements against the same update in float64 torch: the largest
     difference of the fp32 weights (the arms below are only worth timing if this is small)."""
     w = torch.randn(n, device=device)
@@ -78,7 +78,7 @@ def check(device: torch.device, n: int = 1_000_003, sms: int = 1 << 30) -> float
     m, v, counter = torch.zeros_like(w), torch.zeros_like(w), torch.zeros(1, device=device, dtype=torch.int32)
     g64, w64 = g.double(), w.double()
     expect = (w64 - 1e-3 * (0.1 * g64) / ((0.001 * g64 * g64).sqrt() + 1e-8)) * 0.99999
-    adamw_on_some_sms[(64,)](p, w, g, m, v, counter, n, triton.cdiv(n, BLOCK), sms, 1e-3, BLOCK=BLOCK)
+    adamw_on_some_sms[(64,)](p, w, g, m, v, counter, n, triton.cdiv(n, BLOCK), below, 1e-3, BLOCK=BLOCK)
     return (w.double() - expect).abs().max().item()
 
 
