@@ -1,36 +1,56 @@
 """Is the top rung at the energy bound of the 700 W cap? (notes/ladder-power.md)
 
-Three arms, each a CUDA graph of the 2.7B fused-norms rung's work, in turns (A B C A B C), each from
+Arms, each a CUDA graph of one rung's work at one ladder point, in turns (A B C A B C), each from
 the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-smi samples power:
 
-- ``fwd_bwd``: the forward and backward alone (bf16 weights, fused norms, no update);
+- ``fwd_bwd``: the forward and backward alone (bf16 weights, no update);
 - ``adamw``: the fused AdamW alone (bf16 weights, fp32 masters), on the gradients of one real backward;
-- ``step``: the rung's train step, the update run inside the backward on a side stream.
+- ``step``: the rung's train step, the update run inside the backward on a side stream;
+- ``gemms``: the forward and backward's matrix products alone, on real operands: every mm of one
+  eager forward + backward, in order, each one run on the operands that the same product of layer
+  0 (or the LM head) had. So each layer's products are layer 0's, and their FLOPs are the model's
+  (checked against ``matmul_parameters``);
+- ``attention``: layer 0's attention forward and backward, on its real q, k, v and output gradient,
+  once per layer.
 
 Energy per replay is the median board power times the median replay time; where pynvml is
 installed, the energy counter's difference over the timed replays too. If the step's energy is about
-the sum of the other two arms', overlap cannot beat (E_fwd_bwd + E_adamw) / 700 W: the 50% MFU bar
-(176 ms at 2.7B) then needs less work, not a better schedule. The check can fail: a step that
-costs less energy than its parts, or more, says the model is wrong.
+the sum of the fwd_bwd and adamw arms', overlap cannot beat (E_fwd_bwd + E_adamw) / 700 W: the 50%
+MFU bar (176 ms at 2.7B) then needs less work, not a better schedule. The check can fail: a step
+that costs less energy than its parts, or more, says the model is wrong. The gemms and attention
+arms split the fwd_bwd arm: what is left of its energy is the work between the products (norms,
+SwiGLU, RoPE, residual adds, loss), the only part that fusion can remove. That split can fail too:
+products that cost more alone than the whole forward and backward.
 
-    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 > energy.txt
+    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 > energy.txt  # fused_norms, 3 arms
+    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms attention fwd_bwd adamw step
 """
 
+import contextlib
 import statistics
 import sys
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from lmperf.measure import capture_graph
+from lmperf.measure.flops import step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
+from lmperf.model.fused_cross_entropy import fused_cross_entropy
+from lmperf.model.loss import cross_entropy
+from lmperf.model.transformer import matmul_parameters
 from lmperf.studies.ladder import RUNGS, Ladder
 from lmperf.training import make_step
 
 size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rung_name = sys.argv[4] if len(sys.argv) > 4 else "fused_norms"
+arms = sys.argv[5:] or ["fwd_bwd", "adamw", "step"]
 TIMED_S = 6.0
+PRODUCTS = {torch.ops.aten.mm.default: torch.mm, torch.ops.aten.bmm.default: torch.bmm}
 device = torch.device("cuda")
-rung = next(r for r in RUNGS if r.name == "fused_norms")
+rung = next(r for r in RUNGS if r.name == rung_name)
 ladder = Ladder(size, context, 4, device, [rung])
+layers = ladder.model.cfg.num_layers
 gpu = nvidia_smi_id(device)
 try:
     import pynvml
@@ -48,12 +68,118 @@ except Exception as error:  # noqa: BLE001 - no pynvml or no counter: the power 
         return float("nan")
 
 
-def fwd_bwd():
-    return make_step("forward_backward", ladder.fused_norms, None, ladder.tokens, ladder.targets, "bf16", device)
+def fwd_bwd(phase=None):
+    loss_fn = fused_cross_entropy if rung.loss == "fused" else cross_entropy
+    model = ladder.fused_norms if rung.norms == "fused" else ladder.model
+    marks = {"phase": phase} if phase else {}
+    return make_step(
+        "forward_backward", model, None, ladder.tokens, ladder.targets, "bf16", device, loss_fn=loss_fn, **marks
+    )
+
+
+class Products(TorchDispatchMode):
+    """Every mm and bmm run inside, in order (op, operand shapes), with clones of the operands of
+    the calls numbered in ``keep``; ``backward_at`` is the first call of the backward."""
+
+    def __init__(self, keep=frozenset()):
+        super().__init__()
+        self.calls, self.keep, self.operands, self.backward_at = [], keep, {}, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in PRODUCTS:
+            if len(self.calls) in self.keep:
+                self.operands[len(self.calls)] = tuple(a.detach().clone() for a in args[:2])
+            self.calls.append((func, tuple(tuple(a.shape) for a in args[:2])))
+        return func(*args, **(kwargs or {}))
+
+    def phase(self, name: str):
+        """make_step's phase marks: note where the backward starts."""
+        if name == "backward":
+            self.backward_at = len(self.calls)
+        return contextlib.nullcontext()
+
+
+def eager_pass(products=None, wrap_attention=None):
+    """One eager forward + backward of the rung, inside ``products``, with layer 0's attention
+    function wrapped by ``wrap_attention``; then the gradients dropped and the attention put back."""
+    ladder.start(rung.name)
+    block = ladder.model.layers[0].attn
+    if wrap_attention:
+        block.attention = wrap_attention(block.attention)
+    work = fwd_bwd(products.phase if products else None)
+    with torch.compiler.set_stance("force_eager"), products or contextlib.nullcontext():
+        work()
+    ladder.drop_grads()
+    ladder.before(rung.name)
+
+
+def flops(call) -> int:
+    (a, b) = call[1]
+    return 2 * (a[0] if len(a) == 3 else 1) * a[-2] * a[-1] * b[-1]
+
+
+def products_arm():
+    """The gemms arm's work: each product of one forward + backward on layer 0's (or the head's) operands.
+
+    The eager pass runs f products a layer forward, the LM head's last; then the head's two
+    gradients, then b a layer backward, layer 0's last. The shapes must repeat so, and add up to the
+    model's matmul FLOPs (with naive attention, its T x T products too: ``step_flops``).
+    """
+    shapes = Products()
+    eager_pass(shapes)
+    n, at = len(shapes.calls), shapes.backward_at
+    f, b = (at - 1) // layers, (n - at - 2) // layers
+    rep = [i % f if i < at - 1 else i if i < at + 2 else n - b + (i - at - 2) % b for i in range(n)]
+    repeats = all(shapes.calls[i] == shapes.calls[r] for i, r in enumerate(rep))
+    if (f * layers, b * layers) != (at - 1, n - at - 2) or not repeats:
+        raise SystemExit(f"unexpected products: {n} calls for {layers} layers, backward from {at}: {shapes.calls}")
+    cfg, tokens = ladder.model.cfg, ladder.tokens
+    naive = any(func is torch.ops.aten.bmm.default for func, _ in shapes.calls)
+    want = step_flops(cfg, *tokens.shape, "train_step") if naive else 6 * matmul_parameters(cfg) * tokens.numel()
+    if sum(map(flops, shapes.calls)) != want:
+        raise SystemExit(f"products' FLOPs {sum(map(flops, shapes.calls))} != the model's {want}")
+    kept = Products(frozenset(rep))
+    eager_pass(kept)
+    outs = {r: PRODUCTS[kept.calls[r][0]](*kept.operands[r]) for r in kept.operands}
+    print(f"# gemms arm: {n} products ({f} a layer forward, {b} backward), {want / 1e12:.3f} TFLOP", flush=True)
+
+    def work():
+        for r in rep:
+            PRODUCTS[kept.calls[r][0]](*kept.operands[r], out=outs[r])
+
+    return work
+
+
+def attention_arm():
+    """The attention arm's work: layer 0's attention forward and backward, once per layer."""
+    saved = {}
+
+    def stashing(function):
+        saved["function"] = function
+
+        def stash(q, k, v, is_causal=False):
+            saved["qkv"] = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+            out = function(q, k, v, is_causal=is_causal)
+            out.register_hook(lambda g: saved.__setitem__("do", g.detach().clone()))
+            return out
+
+        return stash
+
+    eager_pass(wrap_attention=stashing)
+    function, (q, k, v) = saved["function"], saved["qkv"]
+
+    def work():
+        for _ in range(layers):
+            torch.autograd.grad(function(q, k, v, is_causal=True), (q, k, v), saved["do"])
+
+    return work
 
 
 def arm(name: str):
     """The arm's graph, from the initial weights and an empty AdamW state."""
+    if name in ("gemms", "attention"):
+        work = products_arm() if name == "gemms" else attention_arm()
+        return capture_graph(work, device)
     ladder.start(rung.name)
     if name == "step":
         return capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
@@ -63,9 +189,10 @@ def arm(name: str):
     return capture_graph(ladder.optimizer(rung.optimizer, rung.weights).step, device)
 
 
+print(f"# {torch.cuda.get_device_name(device)}, {size}, context {context}, rung {rung.name}", flush=True)
 print("round arm replays median_ms sm_mhz power_w reasons energy_per_replay_j counter_j_per_replay", flush=True)
 for k in range(rounds):
-    for name in ("fwd_bwd", "adamw", "step"):
+    for name in arms:
         replay = arm(name)
         held = hold(replay, device, 5.0)
         n = max(30, round(held / 5.0 * TIMED_S))
