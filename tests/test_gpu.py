@@ -156,3 +156,42 @@ def test_adamw_inside_the_backward_replays_as_the_step_after_it(optimizer_name):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(c, a, rtol=1e-5, atol=1e-6)
     assert replayed_kernels >= kernels  # one update per parameter instead of per chunk: never fewer
+
+
+def test_compiled_attention_backward_reads_the_models_gradient_in_place():
+    """In a compiled graph the output projection's gradient reaches our attention backward as a
+    (batch, heads, seq, d) view, with no copy: the backward runs that GEMM and the two attention
+    kernels, nothing else. The gradients are eager's, within bf16 rounding (autotuning may pick
+    other tiles)."""
+    from lmperf.attention import get_attention
+    from lmperf.measure.kernels import categorize
+
+    batch, seq, heads, d = 2, 512, 4, 80  # d = 80: the 2.7B model's head, the portable kernels
+    attention = get_attention("flash_triton")
+    weight = torch.randn(heads * d, heads * d, device=CUDA, dtype=torch.bfloat16) / (heads * d) ** 0.5
+
+    def block(q, k, v):
+        o = attention(*(x.transpose(1, 2) for x in (q, k, v)), is_causal=True)
+        return o.transpose(1, 2).reshape(batch, seq, heads * d) @ weight
+
+    g = torch.Generator(device=CUDA).manual_seed(0)
+    qkv = [torch.randn(batch, seq, heads, d, generator=g, device=CUDA, dtype=torch.bfloat16) for _ in range(3)]
+    qkv = [x.requires_grad_() for x in qkv]
+    grad = torch.randn(batch, seq, heads * d, generator=g, device=CUDA, dtype=torch.bfloat16)
+    compiled = torch.compile(block, dynamic=False, fullgraph=True)
+    eager_grads = torch.autograd.grad(block(*qkv), qkv, grad)
+    out = compiled(*qkv)
+    torch.autograd.grad(out, qkv, grad, retain_graph=True)  # compiles the backward
+
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        compiled_grads = torch.autograd.grad(out, qkv, grad)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    others = [k for k in kernels if categorize(k) not in ("gemm", "memcpy") and not k.startswith("_bwd_")]
+    assert sorted(k for k in kernels if k.startswith("_bwd_")) == ["_bwd_dkdv_kernel", "_bwd_dq_kernel"]
+    assert others == []
+    for ours, theirs in zip(compiled_grads, eager_grads, strict=True):
+        assert (ours - theirs).float().norm() <= 1e-2 * theirs.float().norm()
