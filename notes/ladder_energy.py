@@ -184,9 +184,7 @@ def traced_backward(ctx, dO):
     portable kernels launched in the graph, which torch.compile traces (the model's d = 80 takes no
     Gluon backward, and its dO needs no copy of ours)."""
     lse, q, k, v, o = ctx.saved_tensors
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    flash_triton._portable_backward(q, k, v, o, dO, lse, dq, dk, dv, ctx.is_causal)
-    return dq, dk, dv, None
+    return *flash_triton._portable_backward(q, k, v, o, dO, lse, ctx.is_causal), None
 
 
 @contextlib.contextmanager
