@@ -11,9 +11,7 @@ the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-
   0 (or the LM head) had. So each layer's products are layer 0's, and their FLOPs are the model's
   (checked against ``matmul_parameters``);
 - ``attention``: layer 0's attention forward and backward, on its real q, k, v and output gradient,
-  once per layer;
-- ``fwd_bwd_traced``: the fwd_bwd arm with our attention backward traced by torch.compile as it was
-  before it became the op ``lmperf::triton_attention_backward`` (``traced_backward``).
+  once per layer.
 
 Energy per replay is the median board power times the median replay time; where pynvml is
 installed, the energy counter's difference over the timed replays too. If the step's energy is about
@@ -26,7 +24,6 @@ products that cost more alone than the whole forward and backward.
 
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 > energy.txt  # fused_norms, 3 arms
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms attention fwd_bwd adamw step
-    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 3 fused_loss fwd_bwd fwd_bwd_traced
 """
 
 import contextlib
@@ -36,7 +33,6 @@ import sys
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lmperf.attention import flash_triton
 from lmperf.measure import capture_graph
 from lmperf.measure.flops import step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
@@ -179,33 +175,8 @@ def attention_arm():
     return work
 
 
-def traced_backward(ctx, dO):
-    """FlashAttentionTriton.backward as it was before ``lmperf::triton_attention_backward``: the
-    portable kernels launched in the graph, which torch.compile traces (the model's d = 80 takes no
-    Gluon backward, and its dO needs no copy of ours)."""
-    lse, q, k, v, o = ctx.saved_tensors
-    return *flash_triton._portable_backward(q, k, v, o, dO, lse, ctx.is_causal), None
-
-
-@contextlib.contextmanager
-def attention_backward(backward):
-    """Compile anew with ``backward`` as FlashAttentionTriton's backward; then put it back."""
-    cls = flash_triton.FlashAttentionTriton
-    saved = cls.__dict__["backward"]
-    cls.backward = staticmethod(backward)
-    torch._dynamo.reset()
-    try:
-        yield
-    finally:
-        cls.backward = saved
-        torch._dynamo.reset()
-
-
 def arm(name: str):
     """The arm's graph, from the initial weights and an empty AdamW state."""
-    if name == "fwd_bwd_traced":
-        with attention_backward(traced_backward):
-            return arm("fwd_bwd")
     if name in ("gemms", "attention"):
         work = products_arm() if name == "gemms" else attention_arm()
         return capture_graph(work, device)

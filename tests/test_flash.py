@@ -171,34 +171,6 @@ def test_triton_takes_the_models_head_layout_without_copies(dtype):
         assert relative_error(grad.reshape(batch * heads, n, d), ref_grad) < tol * 2
 
 
-def test_compiled_graphs_run_the_portable_backward_as_an_op_of_its_inputs():
-    """Under torch.compile the portable backward is the op lmperf::triton_attention_backward. It
-    writes none of its inputs, so inductor hands it the model's dO as it is, with no copy for
-    the op to write into (tests/test_gpu.py checks that on a GPU); called with the model's head
-    layout, its gradients come back in Q, K and V's layouts, and are float64's."""
-    from lmperf.attention.flash_triton import _portable_forward
-
-    op = torch.ops.lmperf.triton_attention_backward.default
-    assert not any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
-
-    batch, heads, n, d = 2, 3, 37, 80
-    g = torch.Generator().manual_seed(11)
-    q, k, v = (t.transpose(1, 2) for t in torch.randn(3, batch, n, heads, d, generator=g).to(DEVICE).unbind(0))
-    o = q.new_empty(batch, n, heads, d).transpose(1, 2)
-    lse = q.new_empty(batch, heads, n)
-    _portable_forward(q, k, v, o, lse, True)
-    grad_out = torch.randn(batch, n, heads, d, generator=g).to(DEVICE).transpose(1, 2)  # the model's dO layout
-    dq, dk, dv = op(q, k, v, o, grad_out, lse, True)
-    assert [x.stride() for x in (dq, dk, dv)] == [x.stride() for x in (q, k, v)]
-
-    q64, k64, v64 = (t.detach().double().reshape(batch * heads, n, d).requires_grad_() for t in (q, k, v))
-    ref_o, ref_lse = reference(q64, k64, v64, True)
-    ref_o.backward(grad_out.double().reshape(batch * heads, n, d))
-    assert relative_error(lse.reshape(batch * heads, n), ref_lse) < TOLERANCE[torch.float32]
-    for grad, ref_grad in ((dq, q64.grad), (dk, k64.grad), (dv, v64.grad)):
-        assert relative_error(grad.reshape(batch * heads, n, d), ref_grad) < 2 * TOLERANCE[torch.float32]
-
-
 def test_leaderboard_implementations_take_turns_round_by_round():
     """A B C A B C ...: a slow stretch of the run hits every implementation alike, and round i of one
     pairs with round i of another."""

@@ -536,52 +536,23 @@ class FlashAttentionTriton(torch.autograd.Function):
         # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
         if 0 in dO.stride() or dO.stride(-1) != 1:
             dO = dO.contiguous()
-        heads4 = _with_heads(Q, K, V, O, dO)
+        bh, heads, n_q, n_k, d = _dims(Q, K)
+        d0, d1 = head_blocks(d)
+        scale = 1.0 / math.sqrt(d)
+        dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)  # with Q, K, V's strides
+        heads4 = _with_heads(Q, K, V, O, dO, dQ, dK, dV)
         if not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4]):
-            dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)  # with Q, K, V's strides
-            flash_gluon_backward.backward(*heads4, L, *_with_heads(dQ, dK, dV), ctx.is_causal)  # Hopper: five products
-        elif torch.compiler.is_compiling():
-            dQ, dK, dV = torch.ops.lmperf.triton_attention_backward(Q, K, V, O, dO, L, ctx.is_causal)
-        else:
-            dQ, dK, dV = _portable_backward(Q, K, V, O, dO, L, ctx.is_causal)
+            flash_gluon_backward.backward(*heads4[:5], L, *heads4[5:], ctx.is_causal)  # Hopper: five products
+            return dQ, dK, dV, None
+        delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
+        strides = (*_strides(Q), *_strides(K), *_strides(V))
+        rest = (*_strides(dO), *L.stride()[-2:], n_q, n_k, heads, scale, scale * LOG2E)
+        flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
+        _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
+        dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
+            Q, K, V, O, dO, L, delta, dQ, *strides, *_strides(O), *rest, **flags
+        )
+        dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
+            Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
+        )
         return dQ, dK, dV, None
-
-
-def _portable_backward(Q, K, V, O, dO, L, is_causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The backward on any GPU (and the interpreter): the dQ pass, which stores Delta, then dK/dV.
-    Returns dQ, dK and dV with Q, K and V's strides; reads every stride from the tensors as they are."""
-    bh, heads, n_q, n_k, d = _dims(Q, K)
-    d0, d1 = head_blocks(d)
-    scale = 1.0 / math.sqrt(d)
-    dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)
-    delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
-    strides = (*_strides(Q), *_strides(K), *_strides(V))
-    rest = (*_strides(dO), *L.stride()[-2:], n_q, n_k, heads, scale, scale * LOG2E)
-    flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=is_causal, PRECISION=_precision(Q))
-    _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
-    dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
-        Q, K, V, O, dO, L, delta, dQ, *strides, *_strides(O), *rest, **flags
-    )
-    dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
-        Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
-    )
-    return dQ, dK, dV
-
-
-# Under torch.compile the portable backward is this custom op: a function of its inputs, to the
-# compiler an opaque call that reads every stride at run time. Traced as user Triton kernels
-# instead, its launches took dO's strides as constants of the trace, and inductor copied the
-# model's dO (a (batch, heads, seq, d) view of the output projection's gradient) into that layout
-# once for each kernel: at 2.7B, context 1024, 20 us a layer, 0.65 ms a train step (H100;
-# notes/ladder-power.md). Eagerly it launches directly, without the op's dispatch.
-_LIBRARY = torch.library.Library("lmperf", "FRAGMENT")
-_LIBRARY.define(
-    "triton_attention_backward(Tensor Q, Tensor K, Tensor V, Tensor O, Tensor dO, Tensor L, bool is_causal) "
-    "-> (Tensor, Tensor, Tensor)"
-)
-_LIBRARY.impl("triton_attention_backward", _portable_backward, "CompositeExplicitAutograd")
-torch.library.register_fake(
-    "lmperf::triton_attention_backward",
-    lambda Q, K, V, O, dO, L, is_causal: (torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)),
-    lib=_LIBRARY,
-)
