@@ -11,7 +11,10 @@ the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-
   0 (or the LM head) had. So each layer's products are layer 0's, and their FLOPs are the model's
   (checked against ``matmul_parameters``);
 - ``attention``: layer 0's attention forward and backward, on its real q, k, v and output gradient,
-  once per layer.
+  once per layer;
+- ``fwd_bwd_no_rope``: the fwd_bwd arm without RoPE (q and k unrotated): not the model's
+  computation, but its energy against fwd_bwd's bounds what RoPE fused into the attention kernels
+  could save, and tests the kernel-time-to-joules rate of the rest (notes/ladder-power.md).
 
 Energy per replay is the median board power times the median replay time; where pynvml is
 installed, the energy counter's difference over the timed replays too. If the step's energy is about
@@ -24,11 +27,13 @@ products that cost more alone than the whole forward and backward.
 
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 > energy.txt  # fused_norms, 3 arms
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms attention fwd_bwd adamw step
+    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_no_rope
 """
 
 import contextlib
 import statistics
 import sys
+import unittest.mock
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -38,7 +43,7 @@ from lmperf.measure.flops import step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.model.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.loss import cross_entropy
-from lmperf.model.transformer import matmul_parameters
+from lmperf.model.transformer import RotaryEmbedding, matmul_parameters
 from lmperf.studies.ladder import RUNGS, Ladder
 from lmperf.training import make_step
 
@@ -175,8 +180,19 @@ def attention_arm():
     return work
 
 
+def no_rope(self, x, positions=None):
+    """RotaryEmbedding.forward for the fwd_bwd_no_rope arm: no rotation, no kernel."""
+    return x
+
+
 def arm(name: str):
     """The arm's graph, from the initial weights and an empty AdamW state."""
+    if name == "fwd_bwd_no_rope":
+        torch._dynamo.reset()  # the blocks compile anew, without RoPE
+        with unittest.mock.patch.object(RotaryEmbedding, "forward", no_rope):
+            graph = arm("fwd_bwd")
+        torch._dynamo.reset()
+        return graph
     if name in ("gemms", "attention"):
         work = products_arm() if name == "gemms" else attention_arm()
         return capture_graph(work, device)
