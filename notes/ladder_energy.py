@@ -74,6 +74,7 @@ except Exception as error:  # noqa: BLE001 - no pynvml or no counter: the power 
 
 
 def fwd_bwd(phase=None):
+    """The rung's forward + backward (its model and loss, no update); ``phase`` is make_step's."""
     loss_fn = fused_cross_entropy if rung.loss == "fused" else cross_entropy
     model = ladder.fused_norms if rung.norms == "fused" else ladder.model
     marks = {"phase": phase} if phase else {}
