@@ -1,6 +1,8 @@
 """The roofline ladder: our fused AdamW against float64, the rungs' shared optimizer state, the
 rungs computing the same thing (the smoke run's loss check), and the section's computed claims."""
 
+import argparse
+
 import pandas as pd
 import pytest
 import torch
@@ -148,15 +150,16 @@ def test_fused_rmsnorm_matches_float64(residual):
 
 
 def test_fused_norms_and_loss_rungs_train_like_the_compiled_norms_rung():
-    """The fused-norms rung runs the same model, weights and AdamW through our norm kernels, and the
-    fused-loss rung its loss through our cross-entropy too: 5 steps from the same start land where
-    the in-backward rung's do, within bf16's tolerance (their sums round in another order), and leave
-    the model's own forward untouched."""
+    """The fused-norms rung runs the same model, weights and AdamW through our norm kernels, the
+    fused-loss rung its loss through our cross-entropy too, and the fused-RoPE rung RoPE inside our
+    attention: 5 steps from the same start land where the in-backward rung's do, within bf16's
+    tolerance (their sums round in another order), and leave the model's own forward untouched."""
     inside = dict(compile="eager", attention="naive", weights="bf16", in_backward=True)
     rungs = (
         Rung("inside", "", **inside),
         Rung("fused", "", **inside, norms="fused"),
         Rung("fused_loss", "", **inside, norms="fused", loss="fused"),
+        Rung("fused_rope", "", **dict(inside, attention="flash_triton_rope"), norms="fused", loss="fused"),
     )
     ladder = Ladder("nano", 16, 2, torch.device("cpu"), rungs)
     run = LadderRun(ladder, {r.name: {} for r in rungs}, settle_seconds=0.0, check_steps=5)
@@ -165,7 +168,7 @@ def test_fused_norms_and_loss_rungs_train_like_the_compiled_norms_rung():
     losses = {name: row["loss_after_check"] for name, row in run.rows.items()}
     drop = run.initial_loss - losses["inside"]
     assert drop > 0.1
-    for name in ("fused", "fused_loss"):
+    for name in ("fused", "fused_loss", "fused_rope"):
         assert losses[name] != losses["inside"] and abs(losses[name] - losses["inside"]) < 0.02 * drop
     ladder.reset()
     assert ladder.loss() == run.initial_loss
@@ -526,3 +529,13 @@ def test_a_checked_part_needs_its_timed_part():
 
     with pytest.raises(SystemExit):
         study.main(["--size", "nano", "--context-length", "16", "--part", "checked", "--out", "x.csv"])
+
+
+def test_a_rung_list_runs_in_ladder_order_and_an_unknown_rung_is_named():
+    from lmperf.studies import ladder as study
+
+    assert [r.name for r in study.rung_list("fused_rope,fused_loss")] == ["fused_loss", "fused_rope"]
+    with pytest.raises(SystemExit):
+        study.main(["--size", "nano", "--context-length", "16", "--rungs", "fused_loss,fast", "--out", "x.csv"])
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown rung fast"):
+        study.rung_list("fused_loss,fast")

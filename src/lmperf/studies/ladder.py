@@ -16,7 +16,9 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
 masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
 ``FusedNormsLM``, whose blocks are compiled as the model's are; the fused-loss rung also takes its
-loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops.
+loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops, and the fused-RoPE rung
+also applies RoPE inside our attention's autograd function (``flash_triton_rope``), so that RoPE's
+backward is done by the attention kernels as they store dQ and dK.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
@@ -79,7 +81,7 @@ class Rung:
     @property
     def gpu_only(self) -> str:
         """Why this rung needs a CUDA GPU ('' if it runs anywhere)."""
-        if self.attention == "flash_triton" or self.optimizer == "lmperf_fused":
+        if self.attention.startswith("flash_triton") or self.optimizer == "lmperf_fused":
             return "Triton kernels need a CUDA GPU"
         return "CUDA graphs need a CUDA GPU" if self.graphed else ""
 
@@ -110,6 +112,16 @@ RUNGS = (
     Rung(
         "fused_loss",
         "+ our cross-entropy (Triton): one pass over the logits forward, one backward",
+        graphed=True,
+        weights="bf16",
+        in_backward=True,
+        norms="fused",
+        loss="fused",
+    ),
+    Rung(
+        "fused_rope",
+        "+ RoPE's backward in our attention kernels: dQ and dK rotated back as they are stored",
+        attention="flash_triton_rope",
         graphed=True,
         weights="bf16",
         in_backward=True,
@@ -711,6 +723,15 @@ def rates_of(row: dict, flops: float, peak: float | None, tokens: int, params: i
     }
 
 
+def rung_list(names: str) -> tuple[Rung, ...]:
+    """``--rungs``: the named rungs, in the ladder's order."""
+    known = {r.name for r in RUNGS}
+    unknown = [name for name in names.split(",") if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown rung {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return tuple(r for r in RUNGS if r.name in names.split(","))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", required=True, choices=list(SIZES))
@@ -736,6 +757,12 @@ def main(argv=None) -> None:
         "kernel profiles, in a process of its own, from the timed part's CSV given as --timed)",
     )
     p.add_argument("--timed", help="the timed part's CSV (with --part checked)")
+    p.add_argument(
+        "--rungs",
+        type=rung_list,
+        default=RUNGS,
+        help=f"comma-separated, a subset to run in turns (default: all): {','.join(r.name for r in RUNGS)}",
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--kernels", help="also write each rung's GPU time per kernel to this CSV (CUDA only)")
     args = p.parse_args(argv)
@@ -750,13 +777,14 @@ def main(argv=None) -> None:
             args.warmup_steps,
             budget,
             args.check_steps,
+            args.rungs,
             kernels_out=args.kernels,
             settle_seconds=args.settle_seconds,
         )
     elif args.part == "timed":
-        rows = list(time_ladder(point, args.warmup_steps, budget, settle_seconds=args.settle_seconds)[0].values())
+        rows = list(time_ladder(point, args.warmup_steps, budget, args.rungs, args.settle_seconds)[0].values())
     else:
-        rows = check_timed(point, args.timed, args.check_steps, args.settle_seconds, args.kernels)
+        rows = check_timed(point, args.timed, args.check_steps, args.settle_seconds, args.kernels, args.rungs)
     write_rows(rows, args.out)
 
 
