@@ -11,7 +11,7 @@ from triton.compiler import ASTSource
 from lmperf.attention import flash_gluon, flash_gluon_backward, flash_triton
 
 TARGET = GPUTarget("cuda", 90, 32)
-POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV", "COS", "SIN")} | {
+POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {
     name: "*fp32" for name in ("L", "Delta", "O_part", "L_part", "dQ_acc")
 }
 FLOATS = {"scale", "scale_log2"}
@@ -47,10 +47,8 @@ if __name__ == "__main__":
         d0, d1 = flash_triton.head_blocks(d)
         common = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=True, PRECISION="tf32")
         compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
-        for rope in (False, True):  # RoPE's backward in the stores of dQ and dK, or not
-            bwd = dict(common, ROPE=rope)
-            compile_for_sm90(flash_triton._bwd_dkdv_kernel, **bwd, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
-            compile_for_sm90(flash_triton._bwd_dq_kernel, **bwd, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
+        compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
+        compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
     # the Hopper forward, in Gluon: short rows (_fwd_kernel), long ones (_fwd_ws_kernel, causal and not),
     # split rows (_fwd_kernel again), d = 64 and 128
     for d, causal, splits, n in (

@@ -136,7 +136,7 @@ def test_kernels_compile_for_h100_with_inductor_argument_types():
     script = Path(__file__).with_name("compile_flash_sm90.py")
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("shared=") == 20
+    assert proc.stdout.count("shared=") == 16
     assert proc.stdout.count("kernel=_fwd_ws_kernel") == 3  # the long rows, d = 64 and 128, causal and not
     assert proc.stdout.count("bulk_reduce=True") == 2  # the backward's dQ, causal and not
 
@@ -169,39 +169,6 @@ def test_triton_takes_the_models_head_layout_without_copies(dtype):
     assert relative_error(o.reshape(batch * heads, n, d), ref_o) < tol
     for grad, ref_grad in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert relative_error(grad.reshape(batch * heads, n, d), ref_grad) < tol * 2
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("d, n", [(80, 37), (40, 21)])
-def test_triton_with_rope_matches_rotation_then_attention_in_float64(dtype, d, n):
-    """With RoPE's tables, the kernels' dQ and dK are the gradients of the unrotated q and k (RoPE's
-    backward done as they are stored), laid out as q and k are, as the projections' backward reads
-    them; O is attention of the rotated q and k."""
-    from lmperf.model.transformer import RotaryEmbedding, rotate_pairs
-
-    batch, heads = 2, 3
-    rope = RotaryEmbedding(d, 64, 10_000.0, DEVICE)
-    g = torch.Generator().manual_seed(d)
-    q, k, v = (
-        torch.randn(batch, n, heads, d, generator=g).to(DEVICE, dtype).transpose(1, 2).requires_grad_()
-        for _ in range(3)
-    )  # the model's layout: (batch, heads, seq, d) views of (batch, seq, heads, d) projections
-    o = FlashAttentionTriton.apply(q, k, v, True, *rope.tables(q))
-    grad_out = torch.randn_like(o)
-    o.backward(grad_out)
-    assert q.grad.stride() == q.stride() and k.grad.stride() == k.stride()
-
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    cos, sin = rope.cos[:n].double(), rope.sin[:n].double()
-    rotated = [rotate_pairs(t, cos, sin).reshape(batch * heads, n, d) for t in (q64, k64)]
-    ref_o, _ = reference(*rotated, v64.reshape(batch * heads, n, d), True)
-    ref_o.backward(grad_out.double().reshape(batch * heads, n, d))
-    tol = TOLERANCE[dtype]
-    assert relative_error(o.reshape(batch * heads, n, d), ref_o) < tol
-    for grad, ref_grad in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
-        assert relative_error(grad, ref_grad) < tol * 2
-    # RoPE's backward is not the identity here: the unrotated gradient differs from the rotated one
-    assert relative_error(q.grad, rotate_pairs(q64.grad, cos, sin)) > 10 * tol
 
 
 def test_leaderboard_implementations_take_turns_round_by_round():

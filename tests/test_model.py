@@ -169,7 +169,7 @@ def test_sizes_and_attentions_are_the_schema_enums():
         assert (ROOT / f"src/lmperf/attention/{name}.py").exists() or function.__module__ == "lmperf.attention"
 
 
-@pytest.mark.parametrize("attention", ["flash_pytorch", "flash_triton", "flash_triton_rope", "sdpa"])
+@pytest.mark.parametrize("attention", ["flash_pytorch", "flash_triton", "sdpa"])
 def test_attention_variants_give_the_naive_model_outputs(attention):
     from lmperf.attention import get_attention
 

@@ -106,9 +106,8 @@ def code(*entry_points):
 
 def attention_modules(names):
     """The modules of these attention variants (sdpa has none: it lives in lmperf.attention itself), so an
-    edit to the Triton kernel reruns only the targets that time it. flash_triton_rope runs flash_triton's."""
-    modules = [f"lmperf.attention.{name.removesuffix('_rope')}" for name in names]
-    return [module for module in modules if module_file(module)]
+    edit to the Triton kernel reruns only the targets that time it."""
+    return [f"lmperf.attention.{name}" for name in names if module_file(f"lmperf.attention.{name}")]
 
 
 def allreduce_gpus(backend, world):

@@ -31,17 +31,6 @@ def flash_triton_attention(q, k, v, is_causal=False):
     return _triton_function().apply(q, k, v, is_causal)
 
 
-def flash_triton_rope_attention(q, k, v, is_causal=False, rope=None):
-    """Our Triton kernels with RoPE applied to q and k inside the attention's autograd function: the
-    backward's kernels rotate dQ and dK back as they store them, in the projections' layout, where
-    autograd would run RoPE's backward as one more pass over both (``rotates``: the model passes
-    the unrotated q and k, and its RotaryEmbedding)."""
-    return _triton_function().apply(q, k, v, is_causal, *rope.tables(q))
-
-
-flash_triton_rope_attention.rotates = True
-
-
 def sdpa_attention(q, k, v, is_causal=False):
     """torch's scaled_dot_product_attention, free to pick its fastest backend."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
@@ -51,7 +40,6 @@ ATTENTION = {
     "naive": naive_attention,
     "annotated": annotated_attention,
     "flash_triton": flash_triton_attention,
-    "flash_triton_rope": flash_triton_rope_attention,
     "flash_pytorch": _fold_heads(lambda: FlashAttentionPyTorch),
     "sdpa": sdpa_attention,
 }

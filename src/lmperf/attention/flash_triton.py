@@ -25,7 +25,6 @@ import triton.testing
 
 from lmperf.attention import flash_gluon, flash_gluon_backward
 from lmperf.attention.flash_pytorch import check_inputs
-from lmperf.model.transformer import rotate_pairs
 
 LOG2E = 1.4426950408889634
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -171,31 +170,6 @@ def _head(X, bh, H, stride_b, stride_h):
 
 
 @triton.jit
-def _unrotate_cols(x, COS, SIN, rows, C0: tl.constexpr, n_rows, D: tl.constexpr):
-    """RoPE's backward on columns [C0, C0 + width) of some rows of a gradient: each interleaved pair
-    (g0, g1) at angle a becomes (g0 cos a + g1 sin a, g1 cos a - g0 sin a). COS and SIN are the
-    (seq, D / 2) tables the forward rotated by."""
-    ROWS: tl.constexpr = x.shape[0]
-    HALF: tl.constexpr = x.shape[1] // 2
-    pairs = C0 // 2 + tl.arange(0, HALF)
-    at = rows[:, None] * (D // 2) + pairs[None, :]
-    mask = (rows[:, None] < n_rows) & (pairs[None, :] < D // 2)
-    cos = tl.load(COS + at, mask=mask, other=0.0).to(tl.float32)
-    sin = tl.load(SIN + at, mask=mask, other=0.0).to(tl.float32)
-    g0, g1 = tl.split(tl.reshape(x, [ROWS, HALF, 2]))
-    return tl.reshape(tl.join(g0 * cos + g1 * sin, g1 * cos - g0 * sin), [ROWS, 2 * HALF])
-
-
-@triton.jit
-def _unrotate_head(blocks, COS, SIN, rows, n_rows, D: tl.constexpr):
-    lo = _unrotate_cols(blocks[0], COS, SIN, rows, 0, n_rows, D)
-    if len(blocks) == 2:
-        return (lo, _unrotate_cols(blocks[1], COS, SIN, rows, blocks[0].shape[1], n_rows, D))
-    else:
-        return (lo,)
-
-
-@triton.jit
 def _heaviest_first(program, n, BLOCK: tl.constexpr, IS_CAUSAL: tl.constexpr):
     """The tile a program takes: under a causal mask the last query tiles have the most keys to
     visit, so they are handed out first and the light ones fill the tail of the launch."""
@@ -325,17 +299,16 @@ def _dkdv_inner(
 
 @triton.jit
 def _bwd_dkdv_kernel(
-    Q, K, V, dO, L, Delta, dK, dV, COS, SIN,
+    Q, K, V, dO, L, Delta, dK, dV,
     stride_qb, stride_qh, stride_qn, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd, stride_dob, stride_doh, stride_don, stride_dod, stride_lb, stride_ln,
-    stride_dkb, stride_dkh, stride_dkn, stride_dkd, N_Q, N_K, H, scale, scale_log2,
+    N_Q, N_K, H, scale, scale_log2,
     D: tl.constexpr, D0: tl.constexpr, D1: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-    ROPE: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr,
 ):  # fmt: skip
     """One program per (key tile, batch x head): dV = sum_q P^T dO, dK = scale * sum_q dS^T Q.
 
-    Keys past N_K load as zeros; their rows of dK and dV are never stored. ROPE: K was rotated by
-    the COS and SIN tables, and dK is stored rotated back, the gradient of the unrotated K.
+    Keys past N_K load as zeros; their rows of dK and dV are never stored.
     """
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     k_start = tl.program_id(0) * BLOCK_K  # the first key tiles, with the most queries to visit, start first
@@ -367,10 +340,7 @@ def _bwd_dkdv_kernel(
             stride_qn, stride_qd, stride_don, stride_dod, stride_lb, stride_ln,
             0, N_Q, N_Q, scale_log2, D, D0, D1, BLOCK_Q, ON_DIAGONAL=False, EVEN_Q=EVEN_Q, PRECISION=PRECISION,
         )  # fmt: skip
-    dk = _scale_head(dk, scale)
-    if ROPE:
-        dk = _unrotate_head(dk, COS, SIN, offs_k, N_K, D)
-    _store_head(_head(dK, bh, H, stride_dkb, stride_dkh), dk, offs_k, stride_dkn, stride_dkd, N_K, D)
+    _store_head(_head(dK, bh, H, stride_kb, stride_kh), _scale_head(dk, scale), offs_k, stride_kn, stride_kd, N_K, D)
     _store_head(_head(dV, bh, H, stride_vb, stride_vh), dv, offs_k, stride_vn, stride_vd, N_K, D)
 
 
@@ -401,19 +371,18 @@ def _dq_inner(
 
 @triton.jit
 def _bwd_dq_kernel(
-    Q, K, V, O, dO, L, Delta, dQ, COS, SIN,
+    Q, K, V, O, dO, L, Delta, dQ,
     stride_qb, stride_qh, stride_qn, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_on, stride_od,
     stride_dob, stride_doh, stride_don, stride_dod, stride_lb, stride_ln,
-    stride_dqb, stride_dqh, stride_dqn, stride_dqd, N_Q, N_K, H, scale, scale_log2,
+    N_Q, N_K, H, scale, scale_log2,
     D: tl.constexpr, D0: tl.constexpr, D1: tl.constexpr, IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-    ROPE: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr, EVEN_K: tl.constexpr,
 ):  # fmt: skip
     """One program per (query tile, batch x head): dQ = scale * sum_k dS K.
 
     It runs before the dK/dV pass and stores each row's Delta for it: the dO tile is loaded here
     anyway, so Delta costs a read of O's tile rather than a kernel that reads O and dO again.
-    ROPE: dQ is stored rotated back, as dK is by the dK/dV pass.
     """
     scale, scale_log2 = tl.cast(scale, tl.float32), tl.cast(scale_log2, tl.float32)
     q_start = _heaviest_first(tl.program_id(0), N_Q, BLOCK_Q, IS_CAUSAL) * BLOCK_Q
@@ -444,17 +413,14 @@ def _bwd_dq_kernel(
             dq, q, do, lse2, delta, K, V, offs_q, stride_kn, stride_kd, stride_vn, stride_vd,
             0, N_K, N_K, scale_log2, D, D0, D1, BLOCK_K, ON_DIAGONAL=False, EVEN_K=EVEN_K, PRECISION=PRECISION,
         )  # fmt: skip
-    dq = _scale_head(dq, scale)
-    if ROPE:
-        dq = _unrotate_head(dq, COS, SIN, offs_q, N_Q, D)
-    _store_head(_head(dQ, bh, H, stride_dqb, stride_dqh), dq, offs_q, stride_dqn, stride_dqd, N_Q, D)
+    _store_head(_head(dQ, bh, H, stride_qb, stride_qh), _scale_head(dq, scale), offs_q, stride_qn, stride_qd, N_Q, D)
 
 
 def _tuned(kernel, configs):
     even = triton.heuristics(
         {"EVEN_Q": lambda a: a["N_Q"] % a["BLOCK_Q"] == 0, "EVEN_K": lambda a: a["N_K"] % a["BLOCK_K"] == 0}
     )
-    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D0", "D1", "IS_CAUSAL", "ROPE"], do_bench=_tune_bench)(
+    return triton.autotune(configs=configs, key=["N_Q", "N_K", "D0", "D1", "IS_CAUSAL"], do_bench=_tune_bench)(
         even(kernel)
     )
 
@@ -541,17 +507,9 @@ class FlashAttentionTriton(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, Q, K, V, is_causal=False, cos=None, sin=None):
-        """With ``cos`` and ``sin``, RoPE's (seq, d / 2) angle tables: Q and K are rotated first (as
-        ``lmperf.model.transformer.rotate_pairs`` does), and their gradients are those of the
-        unrotated Q and K, which the backward's kernels rotate back as they store them."""
+    def forward(ctx, Q, K, V, is_causal=False):
         check_inputs(Q, K, V, is_causal, heads=True)
         Q, K, V = (x if _dense(x) else x.contiguous() for x in (Q, K, V))
-        ctx.rope = cos is not None
-        if ctx.rope:
-            ctx.grad_layouts = [(x.shape, x.stride()) for x in (Q, K)]  # dQ, dK as the unrotated Q, K
-            cos, sin = cos.contiguous(), sin.contiguous()
-            Q, K = rotate_pairs(Q, cos, sin), rotate_pairs(K, cos, sin)
         bh, heads, n_q, n_k, d = _dims(Q, K)
         if d > 128:
             raise ValueError(f"head size {d} > 128 is not supported")
@@ -567,13 +525,13 @@ class FlashAttentionTriton(torch.autograd.Function):
             flash_gluon.forward(*heads4, L, is_causal)  # Hopper: softmax overlapped with the products
         else:
             _portable_forward(Q, K, V, O, L, is_causal)
-        ctx.save_for_backward(L, Q, K, V, O, cos, sin)
+        ctx.save_for_backward(L, Q, K, V, O)
         ctx.is_causal = is_causal
         return O
 
     @staticmethod
     def backward(ctx, dO):
-        L, Q, K, V, O, cos, sin = ctx.saved_tensors
+        L, Q, K, V, O = ctx.saved_tensors
         # o.sum().backward() hands over an expanded dO (all strides 0): loads that cannot be
         # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
         if 0 in dO.stride() or dO.stride(-1) != 1:
@@ -581,25 +539,20 @@ class FlashAttentionTriton(torch.autograd.Function):
         bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
         scale = 1.0 / math.sqrt(d)
-        if ctx.rope:  # laid out as the unrotated Q and K, which the projections' backward reads
-            dQ, dK = (torch.empty_strided(*layout, dtype=Q.dtype, device=Q.device) for layout in ctx.grad_layouts)
-        else:
-            dQ, dK = torch.empty_like(Q), torch.empty_like(K)  # with Q and K's strides
-        dV = torch.empty_like(V)
+        dQ, dK, dV = torch.empty_like(Q), torch.empty_like(K), torch.empty_like(V)  # with Q, K, V's strides
         heads4 = _with_heads(Q, K, V, O, dO, dQ, dK, dV)
-        if not (ctx.rope or INTERPRET or flash_gluon_backward.unsupported(*heads4[:3], heads4[4])):
+        if not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4]):
             flash_gluon_backward.backward(*heads4[:5], L, *heads4[5:], ctx.is_causal)  # Hopper: five products
-            return dQ, dK, dV, None, None, None
+            return dQ, dK, dV, None
         delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
         strides = (*_strides(Q), *_strides(K), *_strides(V))
-        rest = (*_strides(dO), *L.stride()[-2:])
-        sizes = (n_q, n_k, heads, scale, scale * LOG2E)
-        flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q), ROPE=ctx.rope)
+        rest = (*_strides(dO), *L.stride()[-2:], n_q, n_k, heads, scale, scale * LOG2E)
+        flags = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=ctx.is_causal, PRECISION=_precision(Q))
         _, dkdv_kernel, dq_kernel = KERNELS[Q.dtype]
         dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_Q"]), bh)](
-            Q, K, V, O, dO, L, delta, dQ, cos, sin, *strides, *_strides(O), *rest, *_strides(dQ), *sizes, **flags
+            Q, K, V, O, dO, L, delta, dQ, *strides, *_strides(O), *rest, **flags
         )
         dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
-            Q, K, V, dO, L, delta, dK, dV, cos, sin, *strides, *rest, *_strides(dK), *sizes, **flags
+            Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
         )
-        return dQ, dK, dV, None, None, None
+        return dQ, dK, dV, None

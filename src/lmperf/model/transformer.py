@@ -2,9 +2,7 @@
 
 Readable in one sitting, in the manner of nanoGPT's model.py. The attention kernel is a plain
 function ``attention(q, k, v, is_causal) -> out`` on (batch, heads, seq, d_head) tensors, so the
-naive, NVTX-annotated, SDPA and FlashAttention variants plug in without touching the model. One
-that marks itself ``rotates`` takes the unrotated q and k and the RoPE module instead, so that its
-kernels can apply RoPE's backward as they store dQ and dK.
+naive, NVTX-annotated, SDPA and FlashAttention variants plug in without touching the model.
 """
 
 import math
@@ -84,15 +82,6 @@ class RMSNorm(nn.Module):
         return (x / rms * self.weight).to(in_dtype)
 
 
-def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE's rotation of interleaved pairs (x0, x1), (x2, x3), ... of (..., seq, d_head) by the
-    (seq, d_head / 2) angle tables, in x's dtype."""
-    pairs = rearrange(x, "... (half two) -> ... half two", two=2)
-    x0, x1 = pairs.unbind(-1)
-    rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
-    return rearrange(rotated, "... half two -> ... (half two)")
-
-
 class RotaryEmbedding(nn.Module):
     """RoPE on interleaved pairs (x0, x1), (x2, x3), ...; cos/sin tables are non-persistent buffers."""
 
@@ -103,17 +92,17 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def tables(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin) for x's rows, (seq, d_head / 2) in x's dtype; positions default to 0..seq-1."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Rotate (..., seq, d_head) by position; positions default to 0..seq-1 (a slice, no gather)."""
         if positions is None:
             cos, sin = self.cos[: x.shape[-2]], self.sin[: x.shape[-2]]
         else:
             cos, sin = self.cos[positions], self.sin[positions]
-        return cos.to(x.dtype), sin.to(x.dtype)
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """Rotate (..., seq, d_head) by position; positions default to 0..seq-1 (a slice, no gather)."""
-        return rotate_pairs(x, *self.tables(x, positions))
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        pairs = rearrange(x, "... (half two) -> ... half two", two=2)
+        x0, x1 = pairs.unbind(-1)
+        rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+        return rearrange(rotated, "... half two -> ... (half two)")
 
 
 class CausalSelfAttention(nn.Module):
@@ -130,10 +119,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         split = "batch seq (heads d) -> batch heads seq d"
         q, k, v = (rearrange(proj(x), split, heads=self.num_heads) for proj in (self.q_proj, self.k_proj, self.v_proj))
-        if getattr(self.attention, "rotates", False):  # RoPE inside the kernels (flash_triton_rope)
-            out = self.attention(q, k, v, is_causal=True, rope=self.rope)
-        else:
-            out = self.attention(self.rope(q), self.rope(k), v, is_causal=True)
+        q, k = self.rope(q), self.rope(k)
+        out = self.attention(q, k, v, is_causal=True)
         return self.output_proj(rearrange(out, "batch heads seq d -> batch seq (heads d)"))
 
 

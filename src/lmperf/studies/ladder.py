@@ -16,9 +16,7 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
 masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
 ``FusedNormsLM``, whose blocks are compiled as the model's are; the fused-loss rung also takes its
-loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops, and the fused-RoPE rung
-also applies RoPE inside our attention's autograd function (``flash_triton_rope``), so that RoPE's
-backward is done by the attention kernels as they store dQ and dK.
+loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
@@ -81,7 +79,7 @@ class Rung:
     @property
     def gpu_only(self) -> str:
         """Why this rung needs a CUDA GPU ('' if it runs anywhere)."""
-        if self.attention.startswith("flash_triton") or self.optimizer == "lmperf_fused":
+        if self.attention == "flash_triton" or self.optimizer == "lmperf_fused":
             return "Triton kernels need a CUDA GPU"
         return "CUDA graphs need a CUDA GPU" if self.graphed else ""
 
@@ -112,16 +110,6 @@ RUNGS = (
     Rung(
         "fused_loss",
         "+ our cross-entropy (Triton): one pass over the logits forward, one backward",
-        graphed=True,
-        weights="bf16",
-        in_backward=True,
-        norms="fused",
-        loss="fused",
-    ),
-    Rung(
-        "fused_rope",
-        "+ RoPE's backward in our attention kernels: dQ and dK rotated back as they are stored",
-        attention="flash_triton_rope",
         graphed=True,
         weights="bf16",
         in_backward=True,
