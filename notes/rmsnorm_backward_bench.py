@@ -5,11 +5,12 @@ bf16 gradient, the stream's fp32 gradient and the fp32 stream, writes the fp32 a
 gradients) in about 78 µs in the ladder's kernel table, 2.2 TB/s, where a copy runs at about 3.0.
 Arms, each timed by ``triton.testing.do_bench`` (median) in turns, A B C A B C:
 
-- ``landed``: the kernel as ``FusedNormsLM`` launches it (4 bands an SM, 16 warps);
+- ``one row, 4 bands``: the launch shape that the ladder grid ran (ab1a14aa7a61): a row an
+  iteration, 4 bands an SM, 16 warps;
 - ``bands=N``: N bands an SM (more bands: more rows in flight; fewer: fewer weight-gradient partials);
 - ``warps=N``: N warps a program;
-- ``rows=R``: a copy of the kernel that takes R rows a loop iteration as one 2-D tile, so each
-  program has R rows' loads in flight;
+- ``rows=R``: R rows a loop iteration as one 2-D tile, so each program has R rows' loads in flight
+  (``rows=4,bands=2`` is the launch shape ``FusedNormsLM`` now uses);
 and each arm's band sum (``dw.sum(0)``) timed apart. A copy of the same bytes gives the bound.
 
     PYTHONPATH=src python notes/rmsnorm_backward_bench.py 3
@@ -19,7 +20,6 @@ import sys
 
 import torch
 import triton
-import triton.language as tl
 import triton.testing
 
 from lmperf.model.fused_rmsnorm import _rmsnorm_backward
@@ -28,32 +28,6 @@ rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 device = torch.device("cuda")
 rows, cols = 4 * 1024, 2560
 sms = torch.cuda.get_device_properties(device).multi_processor_count
-
-
-@triton.jit
-def _rows_backward(DN, DH, H, W, RSTD, DX, DR, DW, n_rows, n_cols, rows_per_band, R: tl.constexpr, BLOCK: tl.constexpr):
-    """_rmsnorm_backward with HAS_DH and HAS_DR, R rows an iteration."""
-    band = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask_c = cols < n_cols
-    w = tl.load(W + cols, mask=mask_c).to(tl.float32)
-    dw = tl.zeros((BLOCK,), dtype=tl.float32)
-    first = band.to(tl.int64) * rows_per_band
-    last = tl.minimum(first + rows_per_band, n_rows)
-    for row0 in range(first, last, R):
-        r = row0 + tl.arange(0, R)
-        mask = (r[:, None] < last) & mask_c[None, :]
-        at = r[:, None] * n_cols + cols[None, :]
-        rstd = tl.load(RSTD + r, mask=r < last, other=0.0)
-        x_hat = tl.load(H + at, mask=mask, other=0.0).to(tl.float32) * rstd[:, None]
-        dn = tl.load(DN + at, mask=mask, other=0.0).to(tl.float32)
-        dw += tl.sum(dn * x_hat, axis=0)
-        dn_w = dn * w[None, :]
-        dx = (dn_w - x_hat * (tl.sum(dn_w * x_hat, axis=1) / n_cols)[:, None]) * rstd[:, None]
-        dx += tl.load(DH + at, mask=mask, other=0.0).to(tl.float32)
-        tl.store(DX + at, dx, mask=mask)
-        tl.store(DR + at, dx.to(DR.dtype.element_ty), mask=mask)
-    tl.store(DW + band.to(tl.int64) * n_cols + cols, dw, mask=mask_c)
 
 
 torch.manual_seed(0)
@@ -67,21 +41,17 @@ dr = torch.empty_like(dn)
 bytes_moved = dn.nbytes + dh.nbytes + h.nbytes + dx.nbytes + dr.nbytes
 
 
-def arm(bands_per_sm=4, warps=16, r=0):
+def arm(bands_per_sm=4, warps=16, r=1):
     bands = bands_per_sm * sms
     dw = torch.empty(bands, cols, device=device)
     per = triton.cdiv(rows, bands)
-    if r:
-        return dw, lambda: _rows_backward[(bands,)](
-            dn, dh, h, w, rstd, dx, dr, dw, rows, cols, per, R=r, BLOCK=4096, num_warps=warps
-        )
     return dw, lambda: _rmsnorm_backward[(bands,)](
-        dn, dh, h, w, rstd, dx, dr, dw, rows, cols, per, HAS_DH=True, HAS_DR=True, BLOCK=4096, num_warps=warps
+        dn, dh, h, w, rstd, dx, dr, dw, rows, cols, per, HAS_DH=True, HAS_DR=True, ROWS=r, BLOCK=4096, num_warps=warps
     )
 
 
 arms = {
-    "landed": arm(),
+    "one row, 4 bands": arm(),
     "bands=1": arm(1),
     "bands=2": arm(2),
     "bands=8": arm(8),
@@ -91,6 +61,9 @@ arms = {
     "rows=2,bands=4": arm(4, 16, 2),
     "rows=4,bands=1": arm(1, 16, 4),
     "rows=4,bands=2": arm(2, 16, 4),
+    "rows=4,bands=3": arm(3, 16, 4),
+    "rows=8,bands=2": arm(2, 16, 8),
+    "rows=4,bands=2,warps=8": arm(2, 8, 4),
 }
 
 # the same answer first: every arm against float64

@@ -26,7 +26,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-PROGRAMS_PER_SM = 4  # backward bands in flight per SM
+# The backward's launch shape: bands a program each, ROWS_PER_TILE rows an iteration. At the 2.7B
+# model's shape (4096 x 2560, H100) 2 bands an SM and 4 rows took 70.3 us, 1 row in 4 bands an SM
+# 73.9, a copy of the same bytes 60.7 (notes/rmsnorm_backward_bench.py); fewer bands also leave
+# fewer weight-gradient partials to sum.
+PROGRAMS_PER_SM = 2
+ROWS_PER_TILE = 4
 
 
 @triton.jit
@@ -59,28 +64,34 @@ def _rmsnorm_backward(
     rows_per_band,
     HAS_DH: tl.constexpr,
     HAS_DR: tl.constexpr,
+    ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    """A band of rows, ROWS at a time as one tile, so that each program has several rows' loads in
+    flight; the band's weight gradient stays in registers until its end."""
     band = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    w = tl.load(W + cols, mask=mask).to(tl.float32)
+    in_row = cols < n_cols
+    w = tl.load(W + cols, mask=in_row).to(tl.float32)
     dw = tl.zeros((BLOCK,), dtype=tl.float32)
     first = band.to(tl.int64) * rows_per_band
-    for row in range(first, tl.minimum(first + rows_per_band, n_rows)):
-        at = row * n_cols + cols
-        rstd = tl.load(RSTD + row)
+    last = tl.minimum(first + rows_per_band, n_rows)
+    for row0 in range(first, last, ROWS):
+        rows = row0 + tl.arange(0, ROWS)
+        mask = (rows[:, None] < last) & in_row[None, :]
+        at = rows[:, None] * n_cols + cols[None, :]
+        rstd = tl.load(RSTD + rows, mask=rows < last, other=0.0)[:, None]
         x_hat = tl.load(H + at, mask=mask, other=0.0).to(tl.float32) * rstd
         dn = tl.load(DN + at, mask=mask, other=0.0).to(tl.float32)
-        dw += dn * x_hat
-        dn_w = dn * w
-        dx = (dn_w - x_hat * (tl.sum(dn_w * x_hat, axis=0) / n_cols)) * rstd
+        dw += tl.sum(dn * x_hat, axis=0)
+        dn_w = dn * w[None, :]
+        dx = (dn_w - x_hat * (tl.sum(dn_w * x_hat, axis=1) / n_cols)[:, None]) * rstd
         if HAS_DH:
             dx += tl.load(DH + at, mask=mask, other=0.0).to(tl.float32)
         tl.store(DX + at, dx, mask=mask)
         if HAS_DR:
             tl.store(DR + at, dx.to(DR.dtype.element_ty), mask=mask)
-    tl.store(DW + band.to(tl.int64) * n_cols + cols, dw, mask=mask)
+    tl.store(DW + band.to(tl.int64) * n_cols + cols, dw, mask=in_row)
 
 
 def _launch_shape(n_cols: int) -> dict:
@@ -134,6 +145,7 @@ class _RMSNorm(torch.autograd.Function):
             triton.cdiv(n_rows, bands),
             HAS_DH=dh is not None,
             HAS_DR=dr is not None,
+            ROWS=ROWS_PER_TILE,
             **_launch_shape(n_cols),
         )
         return dx, dr, dw.sum(0).to(weight.dtype), None, None
