@@ -12,6 +12,8 @@ the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-
   (checked against ``matmul_parameters``);
 - ``attention``: layer 0's attention forward and backward, on its real q, k, v and output gradient,
   once per layer;
+- ``fwd_bwd_unmerged``: the fwd_bwd arm with our attention's output as it was returned before
+  ``merged_heads``, a (batch, heads, seq, d) view, for which inductor copies its gradient;
 - ``fwd_bwd_no_rope``: the fwd_bwd arm without RoPE (q and k unrotated): not the model's
   computation, but its energy against fwd_bwd's bounds what RoPE fused into the attention kernels
   could save, and tests the kernel-time-to-joules rate of the rest (notes/ladder-power.md).
@@ -28,6 +30,9 @@ products that cost more alone than the whole forward and backward.
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 > energy.txt  # fused_norms, 3 arms
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms attention fwd_bwd adamw step
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_no_rope
+    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_unmerged step
+
+The fwd_bwd arms' first round also lists the layout copies of one profiled replay.
 """
 
 import contextlib
@@ -38,13 +43,15 @@ import unittest.mock
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from lmperf.attention import ATTENTION
+from lmperf.attention.flash_triton import FlashAttentionTriton
 from lmperf.measure import capture_graph
 from lmperf.measure.flops import step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.model.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.loss import cross_entropy
 from lmperf.model.transformer import RotaryEmbedding, matmul_parameters
-from lmperf.studies.ladder import RUNGS, Ladder
+from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 from lmperf.training import make_step
 
 size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -186,8 +193,29 @@ def no_rope(self, x, positions=None):
     return x
 
 
+def unmerged_attention(q, k, v, is_causal=False):
+    """flash_triton as it was before ``merged_heads``: O returned as the (batch, heads, seq, d) view."""
+    return FlashAttentionTriton.apply(q, k, v, is_causal)
+
+
+def copies(replay) -> str:
+    """The layout copies in one profiled replay: kernels named for a clone, calls and µs a replay."""
+    table = kernel_times(replay, device, steps=1)
+    found = table[table["kernel"].str.contains("clone")]
+    return (
+        "; ".join(f"{r.kernel} x{r.calls_per_step:.0f} {r.ms_per_step * 1e3:.0f} us" for r in found.itertuples())
+        or "none"
+    )
+
+
 def arm(name: str):
     """The arm's graph, from the initial weights and an empty AdamW state."""
+    if name == "fwd_bwd_unmerged":
+        torch._dynamo.reset()  # the blocks compile anew, with the attention's output unmerged
+        with unittest.mock.patch.dict(ATTENTION, {"flash_triton": unmerged_attention}):
+            graph = arm("fwd_bwd")
+        torch._dynamo.reset()
+        return graph
     if name == "fwd_bwd_no_rope":
         torch._dynamo.reset()  # the blocks compile anew, without RoPE
         with unittest.mock.patch.object(RotaryEmbedding, "forward", no_rope):
@@ -228,6 +256,8 @@ for k in range(rounds):
             k, name, n, f"{ms:.2f}", c["sm_clock_mhz"], c["power_w"], c["clock_event_reasons"],
             f"{c['power_w'] * ms / 1e3:.2f}", f"{(after - before) / n:.2f}", flush=True,
         )  # fmt: skip
+        if k == 0 and name.startswith("fwd_bwd"):
+            print(f"# {name} copies: {copies(replay)}", flush=True)
         del replay
         ladder.drop_grads()
         ladder.drop_bf16()

@@ -171,6 +171,27 @@ def test_triton_takes_the_models_head_layout_without_copies(dtype):
         assert relative_error(grad.reshape(batch * heads, n, d), ref_grad) < tol * 2
 
 
+def test_triton_merged_heads_output_is_the_heads_merged_with_the_same_gradients():
+    """merged_heads (what the model's attention asks for): O as (batch, seq, heads x d), its
+    gradient taken in that shape, and the same numbers as the (batch, heads, seq, d) output."""
+    batch, heads, n, d = 2, 3, 37, 80
+    g = torch.Generator().manual_seed(11)
+    qkv = torch.randn(batch, n, 3, heads * d, generator=g).to(DEVICE, torch.bfloat16)
+    leaves = [[t.view(batch, n, heads, d).transpose(1, 2).detach().requires_grad_() for t in qkv.unbind(2)]]
+    leaves.append([t.detach().requires_grad_() for t in leaves[0]])
+    grad_merged = torch.randn(batch, n, heads * d, generator=g).to(DEVICE, torch.bfloat16)
+    o = FlashAttentionTriton.apply(*leaves[0], True)
+    merged = FlashAttentionTriton.apply(*leaves[1], True, True)
+    assert merged.shape == (batch, n, heads * d) and merged.is_contiguous()
+    assert torch.equal(merged, o.transpose(1, 2).reshape(batch, n, heads * d))
+    o.backward(grad_merged.view(batch, n, heads, d).transpose(1, 2))
+    merged.backward(grad_merged)
+    for x, y in zip(*leaves):
+        assert torch.equal(x.grad, y.grad)
+    with pytest.raises(ValueError, match="merged_heads"):
+        FlashAttentionTriton.apply(*(t.reshape(batch * heads, n, d) for t in leaves[0]), True, True)
+
+
 def test_leaderboard_implementations_take_turns_round_by_round():
     """A B C A B C ...: a slow stretch of the run hits every implementation alike, and round i of one
     pairs with round i of another."""

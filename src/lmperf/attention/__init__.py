@@ -27,8 +27,12 @@ def _triton_function():
 
 
 def flash_triton_attention(q, k, v, is_causal=False):
-    """Our Triton kernels take the heads axis themselves, at the model's strides: no copies."""
-    return _triton_function().apply(q, k, v, is_causal)
+    """Our Triton kernels take the heads axis themselves, at the model's strides: no copies. The
+    output comes back with its heads merged, as the output projection reads it, and is viewed as
+    (batch, heads, seq, d) here: its gradient then needs no copy either (FlashAttentionTriton)."""
+    batch, heads, seq, d = q.shape
+    out = _triton_function().apply(q, k, v, is_causal, True)
+    return out.view(batch, seq, heads, d).transpose(1, 2)
 
 
 def sdpa_attention(q, k, v, is_causal=False):

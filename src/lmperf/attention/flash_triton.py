@@ -501,14 +501,23 @@ class FlashAttentionTriton(torch.autograd.Function):
     heads, seq, d) are read in place, and O is laid out as (batch, seq, heads, d) behind a
     (batch, heads, seq, d) view, so merging the heads back is a view too. No copies either way.
 
+    ``merged_heads``: O is returned as that (batch, seq, heads x d) tensor itself, and its gradient
+    comes back in that shape. Under torch.compile this is what spares a copy: the backward is traced
+    with a contiguous gradient of the output, and the launches keep the traced strides, so a
+    (batch, heads, seq, d) output made inductor copy the output projection's gradient into that
+    layout, once for each backward kernel (notes/ladder-power.md). A contiguous (batch, seq,
+    heads x d) gradient is what the output projection's backward writes anyway.
+
     On an sm_90 GPU the passes go to the Gluon kernels where those are faster: the forward to
     flash_gluon, the backward to flash_gluon_backward (whose dQ additions come in no fixed order;
     its ``unsupported`` says where it runs). Elsewhere, and under the interpreter, the kernels here.
     """
 
     @staticmethod
-    def forward(ctx, Q, K, V, is_causal=False):
+    def forward(ctx, Q, K, V, is_causal=False, merged_heads=False):
         check_inputs(Q, K, V, is_causal, heads=True)
+        if merged_heads and Q.dim() != 4:
+            raise ValueError("merged_heads needs (batch, heads, seq, d) inputs")
         Q, K, V = (x if _dense(x) else x.contiguous() for x in (Q, K, V))
         bh, heads, n_q, n_k, d = _dims(Q, K)
         if d > 128:
@@ -516,7 +525,8 @@ class FlashAttentionTriton(torch.autograd.Function):
         if Q.dtype not in KERNELS:
             raise ValueError(f"dtype {Q.dtype} is not supported: bf16 or fp32")
         if Q.dim() == 4:
-            O = Q.new_empty(Q.shape[0], n_q, heads, d).transpose(1, 2)
+            merged = Q.new_empty(Q.shape[0], n_q, heads * d)
+            O = merged.view(Q.shape[0], n_q, heads, d).transpose(1, 2)
         else:
             O = torch.empty_like(Q)
         L = Q.new_empty(Q.shape[:-1], dtype=torch.float32)
@@ -526,12 +536,14 @@ class FlashAttentionTriton(torch.autograd.Function):
         else:
             _portable_forward(Q, K, V, O, L, is_causal)
         ctx.save_for_backward(L, Q, K, V, O)
-        ctx.is_causal = is_causal
-        return O
+        ctx.is_causal, ctx.merged_heads = is_causal, merged_heads
+        return merged if merged_heads else O
 
     @staticmethod
     def backward(ctx, dO):
         L, Q, K, V, O = ctx.saved_tensors
+        if ctx.merged_heads:  # (batch, seq, heads x d) -> (batch, heads, seq, d), a view where it can be
+            dO = dO.reshape(O.shape[0], O.shape[2], O.shape[1], O.shape[3]).transpose(1, 2)
         # o.sum().backward() hands over an expanded dO (all strides 0): loads that cannot be
         # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
         if 0 in dO.stride() or dO.stride(-1) != 1:
@@ -543,7 +555,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         heads4 = _with_heads(Q, K, V, O, dO, dQ, dK, dV)
         if not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4]):
             flash_gluon_backward.backward(*heads4[:5], L, *heads4[5:], ctx.is_causal)  # Hopper: five products
-            return dQ, dK, dV, None
+            return dQ, dK, dV, None, None
         delta = torch.empty_like(L)  # written by the dQ pass, read by the dK/dV pass
         strides = (*_strides(Q), *_strides(K), *_strides(V))
         rest = (*_strides(dO), *L.stride()[-2:], n_q, n_k, heads, scale, scale * LOG2E)
@@ -555,4 +567,4 @@ class FlashAttentionTriton(torch.autograd.Function):
         dkdv_kernel[lambda meta: (triton.cdiv(n_k, meta["BLOCK_K"]), bh)](
             Q, K, V, dO, L, delta, dK, dV, *strides, *rest, **flags
         )
-        return dQ, dK, dV, None
+        return dQ, dK, dV, None, None
