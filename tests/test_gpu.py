@@ -156,3 +156,39 @@ def test_adamw_inside_the_backward_replays_as_the_step_after_it(optimizer_name):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(c, a, rtol=1e-5, atol=1e-6)
     assert replayed_kernels >= kernels  # one update per parameter instead of per chunk: never fewer
+
+
+def test_compiled_attention_backward_takes_the_output_gradient_in_place():
+    """Our attention returns its heads merged, so inductor hands the output projection's gradient to
+    the backward kernels as it is. Returned as a (batch, heads, seq, d) view, as before, the gradient
+    is copied first (a clone fused with the backward's empty_like): the check can fail."""
+    from lmperf.attention import FlashAttentionTriton, flash_triton_attention
+    from lmperf.model import model_config
+    from lmperf.model.transformer import RotaryEmbedding, TransformerBlock
+
+    def copies(attention) -> list[str]:
+        torch._dynamo.reset()
+        cfg = model_config("small", 128)
+        torch.manual_seed(0)
+        block = TransformerBlock(cfg, RotaryEmbedding(cfg.d_head, 128, cfg.rope_theta, CUDA), attention, CUDA)
+        block.compile(dynamic=False)
+        x = torch.randn(2, 128, cfg.d_model, device=CUDA, requires_grad=True)
+
+        def run():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                block(x).sum().backward()
+
+        run()
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+        return [e.name for e in prof.events() if "clone" in e.name and "empty_like" in e.name]
+
+    def unmerged(q, k, v, is_causal=False):
+        return FlashAttentionTriton.apply(q, k, v, is_causal)
+
+    assert copies(flash_triton_attention) == []
+    assert copies(unmerged) != []
+    torch._dynamo.reset()
