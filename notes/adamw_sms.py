@@ -22,14 +22,14 @@ The check can fail. The all-SM arm should cost what energy.txt's AdamW alone cos
     PYTHONPATH=src python notes/adamw_sms.py 2 > adamw_sms.txt
 """
 
-import statistics
 import sys
 
 import torch
 import triton
 import triton.language as tl
+from held_energy import held_and_timed
 
-from lmperf.measure.power import hold, nvidia_smi_id, sampled
+from lmperf.measure.power import nvidia_smi_id
 
 N = 3_406_809_600  # the 2.7B model's parameters (report/reference/h100/ladder-grid-ab1a14a/ladder.csv)
 BLOCK = 2048
@@ -83,8 +83,6 @@ def check(device: torch.device, n: int = 1_000_003, below: int = 1 << 30) -> flo
 
 
 def main(rounds: int) -> None:
-    import pynvml
-
     device = torch.device("cuda")
     print(f"largest difference from float64 over one update: {check(device):.2e}", flush=True)
     sms_all = torch.cuda.get_device_properties(device).multi_processor_count
@@ -93,8 +91,6 @@ def main(rounds: int) -> None:
     m, v = torch.zeros_like(w), torch.zeros_like(w)
     counter = torch.zeros(1, device=device, dtype=torch.int32)
     n_blocks = triton.cdiv(N, BLOCK)
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
     gpu = nvidia_smi_id(device)
 
     programs = sms_all * PROGRAMS_PER_SM
@@ -117,22 +113,11 @@ def main(rounds: int) -> None:
     for k in range(rounds):
         for sms in arms:
             run = update(sms)
-            held = hold(run, device, 3.0)
-            n = max(20, round(held / 3.0 * TIMED_S))
-            events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-            with sampled(gpu) as clocks:
-                before = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-                events[0].record()
-                for e in events[1:]:
-                    run()
-                    e.record()
-                torch.cuda.synchronize()
-                after = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-            ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
-            c = clocks.columns("")
+            timed = held_and_timed(run, device, 3.0, TIMED_S, 20, gpu)
+            ms, c = timed.median_ms, timed.clocks.columns("")
             print(
-                k, sms, n, f"{ms:.2f}", f"{28 * N / ms / 1e6:.0f}", c["sm_clock_mhz"], c["power_w"],
-                c["clock_event_reasons"], f"{(after - before) / 1e3 / n:.2f}", flush=True,
+                k, sms, timed.runs, f"{ms:.2f}", f"{28 * N / ms / 1e6:.0f}", c["sm_clock_mhz"], c["power_w"],
+                c["clock_event_reasons"], f"{timed.joules_per_run:.2f}", flush=True,
             )  # fmt: skip
     done = counter.item()
     assert done >= n_blocks, f"the last update took {done} of {n_blocks} blocks"

@@ -36,18 +36,18 @@ The fwd_bwd arms' first round also lists the layout copies of one profiled repla
 """
 
 import contextlib
-import statistics
 import sys
 import unittest.mock
 
 import torch
+from held_energy import held_and_timed
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lmperf.attention import ATTENTION
 from lmperf.attention.flash_triton import FlashAttentionTriton
 from lmperf.measure import capture_graph
 from lmperf.measure.flops import step_flops
-from lmperf.measure.power import hold, nvidia_smi_id, sampled
+from lmperf.measure.power import nvidia_smi_id
 from lmperf.model.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.loss import cross_entropy
 from lmperf.model.transformer import RotaryEmbedding, matmul_parameters
@@ -64,20 +64,6 @@ rung = next(r for r in RUNGS if r.name == rung_name)
 ladder = Ladder(size, context, 4, device, [rung])
 layers = ladder.model.cfg.num_layers
 gpu = nvidia_smi_id(device)
-try:
-    import pynvml
-
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-
-    def energy_j() -> float:
-        return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3
-
-except Exception as error:  # noqa: BLE001 - no pynvml or no counter: the power samples alone
-    print(f"no energy counter: {error}", flush=True)
-
-    def energy_j() -> float:
-        return float("nan")
 
 
 def fwd_bwd(phase=None):
@@ -239,22 +225,11 @@ print("round arm replays median_ms sm_mhz power_w reasons energy_per_replay_j co
 for k in range(rounds):
     for name in arms:
         replay = arm(name)
-        held = hold(replay, device, 5.0)
-        n = max(30, round(held / 5.0 * TIMED_S))
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-        with sampled(gpu) as clocks:
-            before = energy_j()
-            events[0].record()
-            for e in events[1:]:
-                replay()
-                e.record()
-            torch.cuda.synchronize()
-            after = energy_j()
-        ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
-        c = clocks.columns("")
+        timed = held_and_timed(replay, device, 5.0, TIMED_S, 30, gpu)
+        c = timed.clocks.columns("")
         print(
-            k, name, n, f"{ms:.2f}", c["sm_clock_mhz"], c["power_w"], c["clock_event_reasons"],
-            f"{c['power_w'] * ms / 1e3:.2f}", f"{(after - before) / n:.2f}", flush=True,
+            k, name, timed.runs, f"{timed.median_ms:.2f}", c["sm_clock_mhz"], c["power_w"], c["clock_event_reasons"],
+            f"{c['power_w'] * timed.median_ms / 1e3:.2f}", f"{timed.joules_per_run:.2f}", flush=True,
         )  # fmt: skip
         if k == 0 and name.startswith("fwd_bwd"):
             print(f"# {name} copies: {copies(replay)}", flush=True)

@@ -17,12 +17,10 @@ time and energy, the lever is worth building: a custom op that the compiled back
     PYTHONPATH=src python notes/summed_grads_bench.py 2
 """
 
-import statistics
 import sys
 
 import torch
-
-from lmperf.measure.power import hold
+from held_energy import held_and_timed
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 device = torch.device("cuda")
@@ -73,35 +71,9 @@ for name, (grads, weights) in pairs.items():
     for kind, fn in (("add", added), ("addmm", accumulated)):
         arms[f"{name}_{kind}"] = graph(lambda fn=fn, g=grads, w=weights: [fn(g, w) for _ in range(layers)])
 
-try:
-    import pynvml
-
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-
-    def energy_j() -> float:
-        return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3
-
-except Exception as error:  # noqa: BLE001 - no counter: times alone
-    print(f"# no energy counter: {error}", flush=True)
-
-    def energy_j() -> float:
-        return float("nan")
-
-
 print(f"# {torch.cuda.get_device_name(device)}, {layers} layers a replay", flush=True)
 print("round arm replays median_ms j_per_replay", flush=True)
 for k in range(rounds):
     for name, replay in arms.items():
-        held = hold(replay, device, 3.0)
-        n = max(10, round(held / 3.0 * 4.0))
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-        before = energy_j()
-        events[0].record()
-        for e in events[1:]:
-            replay()
-            e.record()
-        torch.cuda.synchronize()
-        joules = (energy_j() - before) / n
-        ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
-        print(k, name, n, f"{ms:.3f}", f"{joules:.3f}", flush=True)
+        timed = held_and_timed(replay, device, 3.0, 4.0, 10)
+        print(k, name, timed.runs, f"{timed.median_ms:.3f}", f"{timed.joules_per_run:.3f}", flush=True)

@@ -1,0 +1,57 @@
+"""One replay's time and energy, measured in the state its own work holds the GPU in.
+
+Shared by notes/adamw_sms.py, ladder_energy.py and summed_grads_bench.py (run as `python
+notes/<script>.py`, so this directory is on the path). The work is held back to back for
+``hold_s`` untimed (``lmperf.measure.power.hold`` says why), then run about ``timed_s`` more,
+each run between CUDA events, with NVML's energy counter read around the timed runs and, given
+``gpu``, nvidia-smi sampling clock and power meanwhile.
+"""
+
+import contextlib
+import functools
+import statistics
+from typing import NamedTuple
+
+import torch
+
+from lmperf.measure.power import Samples, hold, sampled
+
+
+@functools.cache
+def _energy_counter(device: torch.device):
+    """The board's energy counter in joules, or NaN where pynvml or the counter is missing."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except Exception as error:  # noqa: BLE001 - no pynvml or no counter: times (and samples) alone
+        print(f"# no energy counter: {error}", flush=True)
+        return lambda: float("nan")
+    return lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3
+
+
+class Timed(NamedTuple):
+    runs: int
+    median_ms: float
+    joules_per_run: float  # the energy counter's difference over the timed runs, per run
+    clocks: Samples | None  # nvidia-smi's samples over the timed runs, where a gpu was given
+
+
+def held_and_timed(run, device: torch.device, hold_s: float, timed_s: float, min_runs: int, gpu=None) -> Timed:
+    """``run`` held for ``hold_s``, then timed over max(min_runs, the runs of about ``timed_s``)."""
+    energy_j = _energy_counter(device)
+    held = hold(run, device, hold_s)
+    n = max(min_runs, round(held / hold_s * timed_s))
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+    with sampled(gpu) if gpu is not None else contextlib.nullcontext() as clocks:
+        before = energy_j()
+        events[0].record()
+        for e in events[1:]:
+            run()
+            e.record()
+        torch.cuda.synchronize()
+        after = energy_j()
+    ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
+    return Timed(n, ms, (after - before) / n, clocks)
