@@ -15,20 +15,25 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 CUDA = torch.device("cuda")
 
 
-def _kernels(run) -> int:
+def _kernel_names(run) -> list[str]:
+    """The kernels one call of ``run`` launches, copies and memsets left out."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    return sum(
-        1
+    return [
+        e.name
         for e in prof.events()
         if e.device_type == torch.autograd.DeviceType.CUDA
         and "memcpy" not in e.name.lower()
         and "memset" not in e.name.lower()
-    )
+    ]
+
+
+def _kernels(run) -> int:
+    return len(_kernel_names(run))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -179,12 +184,7 @@ def test_compiled_attention_backward_takes_the_output_gradient_in_place():
                 block(x).sum().backward()
 
         run()
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            run()
-            torch.cuda.synchronize()
-        return [e.name for e in prof.events() if "clone" in e.name and "empty_like" in e.name]
+        return [name for name in _kernel_names(run) if "clone" in name and "empty_like" in name]
 
     def unmerged(q, k, v, is_causal=False):
         return FlashAttentionTriton.apply(q, k, v, is_causal)

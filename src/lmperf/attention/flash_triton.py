@@ -543,7 +543,7 @@ class FlashAttentionTriton(torch.autograd.Function):
     def backward(ctx, dO):
         L, Q, K, V, O = ctx.saved_tensors
         if ctx.merged_heads:  # (batch, seq, heads x d) -> (batch, heads, seq, d), a view where it can be
-            dO = dO.reshape(O.shape[0], O.shape[2], O.shape[1], O.shape[3]).transpose(1, 2)
+            dO = dO.reshape(O.transpose(1, 2).shape).transpose(1, 2)
         # o.sum().backward() hands over an expanded dO (all strides 0): loads that cannot be
         # vectorised, re-read in every dK/dV step. One copy costs a read and write of O's size.
         if 0 in dO.stride() or dO.stride(-1) != 1:
