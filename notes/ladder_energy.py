@@ -14,6 +14,10 @@ the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-
   once per layer;
 - ``fwd_bwd_unmerged``: the fwd_bwd arm with our attention's output as it was returned before
   ``merged_heads``, a (batch, heads, seq, d) view, for which inductor copies its gradient;
+- ``fwd_bwd_autotuned``, ``step_autotuned``: the fwd_bwd and step arms with the blocks compiled
+  under inductor's max-autotune (``AUTOTUNED``): each product's Triton templates (persistent TMA
+  ones too) timed against cuBLAS, and the elementwise work around a product fused into its epilogue
+  where that times faster;
 - ``fwd_bwd_no_rope``: the fwd_bwd arm without RoPE (q and k unrotated): not the model's
   computation, but its energy against fwd_bwd's bounds what RoPE fused into the attention kernels
   could save, and tests the kernel-time-to-joules rate of the rest (notes/ladder-power.md).
@@ -31,8 +35,10 @@ products that cost more alone than the whole forward and backward.
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms attention fwd_bwd adamw step
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_no_rope
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_unmerged step
+    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd_autotuned fwd_bwd step_autotuned step
 
-The fwd_bwd arms' first round also lists the layout copies of one profiled replay.
+In the first round, each arm also lists its kernels by category from one profiled replay, and the
+fwd_bwd arms the layout copies.
 """
 
 import contextlib
@@ -58,6 +64,11 @@ size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rung_name = sys.argv[4] if len(sys.argv) > 4 else "fused_norms"
 arms = sys.argv[5:] or ["fwd_bwd", "adamw", "step"]
 TIMED_S = 6.0
+AUTOTUNED = {
+    "max_autotune": True,
+    "max_autotune_gemm_backends": "ATEN,TRITON",
+    "triton.enable_persistent_tma_matmul": True,
+}
 PRODUCTS = {torch.ops.aten.mm.default: torch.mm, torch.ops.aten.bmm.default: torch.bmm}
 device = torch.device("cuda")
 rung = next(r for r in RUNGS if r.name == rung_name)
@@ -194,8 +205,24 @@ def copies(replay) -> str:
     )
 
 
+def kernel_summary(replay) -> str:
+    """One profiled replay's kernel time by category, then its ten longest kernels, ms a replay."""
+    table = kernel_times(replay, device, steps=1).sort_values("ms_per_step", ascending=False)
+    by_category = table.groupby("category")["ms_per_step"].sum().round(3).to_dict()
+    top = "\n".join(
+        f"#   {r.ms_per_step:8.3f} x{r.calls_per_step:<4.0f} {r.kernel[:100]}" for r in table.head(10).itertuples()
+    )
+    return f"{by_category}\n{top}"
+
+
 def arm(name: str):
     """The arm's graph, from the initial weights and an empty AdamW state."""
+    if name.endswith("_autotuned"):
+        torch._dynamo.reset()  # the blocks compile anew, autotuned
+        with torch._inductor.config.patch(AUTOTUNED):
+            graph = arm(name.removesuffix("_autotuned"))
+        torch._dynamo.reset()
+        return graph
     if name == "fwd_bwd_unmerged":
         torch._dynamo.reset()  # the blocks compile anew, with the attention's output unmerged
         with unittest.mock.patch.dict(ATTENTION, {"flash_triton": unmerged_attention}):
@@ -233,6 +260,8 @@ for k in range(rounds):
         )  # fmt: skip
         if k == 0 and name.startswith("fwd_bwd"):
             print(f"# {name} copies: {copies(replay)}", flush=True)
+        if k == 0:
+            print(f"# {name} kernels: {kernel_summary(replay)}", flush=True)
         del replay
         ladder.drop_grads()
         ladder.drop_bf16()
