@@ -56,7 +56,7 @@ def test_usage_is_printed_without_arguments():
 
 
 def test_slices_on_fresh_checkouts_finish_the_grid_without_rerunning_anything(tmp_path):
-    state = tmp_path / "state.tgz"
+    state = tmp_path / "not-made-yet" / "state.tgz"  # the first slice makes its directory
 
     first = run_slice(fresh_checkout(tmp_path / "a"), state, 600, FIRST)
     assert first.returncode == DONE, first.stdout[-3000:] + first.stderr[-3000:]
