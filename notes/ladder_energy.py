@@ -18,6 +18,9 @@ the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-
   under inductor's max-autotune (``AUTOTUNED``): each product's Triton templates (persistent TMA
   ones too) timed against cuBLAS, and the elementwise work around a product fused into its epilogue
   where that times faster;
+- ``gemms_lt``, ``fwd_bwd_lt``, ``step_lt``: those arms captured with cuBLASLt as torch's preferred
+  BLAS library (``torch.backends.cuda.preferred_blas_library``), whose heuristic may pick other
+  kernels for the same products;
 - ``fwd_bwd_no_rope``: the fwd_bwd arm without RoPE (q and k unrotated): not the model's
   computation, but its energy against fwd_bwd's bounds what RoPE fused into the attention kernels
   could save, and tests the kernel-time-to-joules rate of the rest (notes/ladder-power.md).
@@ -36,6 +39,7 @@ products that cost more alone than the whole forward and backward.
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_no_rope
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd fwd_bwd_unmerged step
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss fwd_bwd_autotuned fwd_bwd step_autotuned step
+    PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms_lt gemms fwd_bwd_lt fwd_bwd
 
 In the first round, each arm also lists its kernels by category from one profiled replay, and the
 fwd_bwd arms the layout copies.
@@ -217,6 +221,13 @@ def kernel_summary(replay) -> str:
 
 def arm(name: str):
     """The arm's graph, from the initial weights and an empty AdamW state."""
+    if name.endswith("_lt"):
+        before = torch.backends.cuda.preferred_blas_library()
+        torch.backends.cuda.preferred_blas_library("cublaslt")
+        try:
+            return arm(name.removesuffix("_lt"))
+        finally:
+            torch.backends.cuda.preferred_blas_library(before)
     if name.endswith("_autotuned"):
         torch._dynamo.reset()  # the blocks compile anew, autotuned
         with torch._inductor.config.patch(AUTOTUNED):
