@@ -42,7 +42,7 @@ products that cost more alone than the whole forward and backward.
     PYTHONPATH=src python notes/ladder_energy.py 2.7B 1024 2 fused_loss gemms_lt gemms fwd_bwd_lt fwd_bwd
 
 In the first round, each arm also lists its kernels by category from one profiled replay, and the
-fwd_bwd arms the layout copies.
+fwd_bwd arms the layout copies in it.
 """
 
 import contextlib
@@ -199,9 +199,8 @@ def unmerged_attention(q, k, v, is_causal=False):
     return FlashAttentionTriton.apply(q, k, v, is_causal)
 
 
-def copies(replay) -> str:
-    """The layout copies in one profiled replay: kernels named for a clone, calls and µs a replay."""
-    table = kernel_times(replay, device, steps=1)
+def copies(table) -> str:
+    """The layout copies in one replay's kernel table: kernels named for a clone, calls and µs a replay."""
     found = table[table["kernel"].str.contains("clone")]
     return (
         "; ".join(f"{r.kernel} x{r.calls_per_step:.0f} {r.ms_per_step * 1e3:.0f} us" for r in found.itertuples())
@@ -209,14 +208,23 @@ def copies(replay) -> str:
     )
 
 
-def kernel_summary(replay) -> str:
-    """One profiled replay's kernel time by category, then its ten longest kernels, ms a replay."""
-    table = kernel_times(replay, device, steps=1).sort_values("ms_per_step", ascending=False)
+def kernel_summary(table) -> str:
+    """One replay's kernel table by category, then its ten longest kernels, ms a replay."""
+    table = table.sort_values("ms_per_step", ascending=False)
     by_category = table.groupby("category")["ms_per_step"].sum().round(3).to_dict()
     top = "\n".join(
         f"#   {r.ms_per_step:8.3f} x{r.calls_per_step:<4.0f} {r.kernel[:100]}" for r in table.head(10).itertuples()
     )
     return f"{by_category}\n{top}"
+
+
+def compiled_anew(change, name: str):
+    """Arm ``name``'s graph with the blocks compiled anew under ``change``, then dropped for the next arm."""
+    torch._dynamo.reset()
+    with change:
+        graph = arm(name)
+    torch._dynamo.reset()
+    return graph
 
 
 def arm(name: str):
@@ -229,23 +237,11 @@ def arm(name: str):
         finally:
             torch.backends.cuda.preferred_blas_library(before)
     if name.endswith("_autotuned"):
-        torch._dynamo.reset()  # the blocks compile anew, autotuned
-        with torch._inductor.config.patch(AUTOTUNED):
-            graph = arm(name.removesuffix("_autotuned"))
-        torch._dynamo.reset()
-        return graph
+        return compiled_anew(torch._inductor.config.patch(AUTOTUNED), name.removesuffix("_autotuned"))
     if name == "fwd_bwd_unmerged":
-        torch._dynamo.reset()  # the blocks compile anew, with the attention's output unmerged
-        with unittest.mock.patch.dict(ATTENTION, {"flash_triton": unmerged_attention}):
-            graph = arm("fwd_bwd")
-        torch._dynamo.reset()
-        return graph
+        return compiled_anew(unittest.mock.patch.dict(ATTENTION, {"flash_triton": unmerged_attention}), "fwd_bwd")
     if name == "fwd_bwd_no_rope":
-        torch._dynamo.reset()  # the blocks compile anew, without RoPE
-        with unittest.mock.patch.object(RotaryEmbedding, "forward", no_rope):
-            graph = arm("fwd_bwd")
-        torch._dynamo.reset()
-        return graph
+        return compiled_anew(unittest.mock.patch.object(RotaryEmbedding, "forward", no_rope), "fwd_bwd")
     if name in ("gemms", "attention"):
         work = products_arm() if name == "gemms" else attention_arm()
         return capture_graph(work, device)
@@ -269,10 +265,11 @@ for k in range(rounds):
             k, name, timed.runs, f"{timed.median_ms:.2f}", c["sm_clock_mhz"], c["power_w"], c["clock_event_reasons"],
             f"{c['power_w'] * timed.median_ms / 1e3:.2f}", f"{timed.joules_per_run:.2f}", flush=True,
         )  # fmt: skip
-        if k == 0 and name.startswith("fwd_bwd"):
-            print(f"# {name} copies: {copies(replay)}", flush=True)
-        if k == 0:
-            print(f"# {name} kernels: {kernel_summary(replay)}", flush=True)
+        if k == 0:  # one profiled replay for both listings
+            table = kernel_times(replay, device, steps=1)
+            print(f"# {name} kernels: {kernel_summary(table)}", flush=True)
+            if name.startswith("fwd_bwd"):
+                print(f"# {name} copies: {copies(table)}", flush=True)
         del replay
         ladder.drop_grads()
         ladder.drop_bf16()
