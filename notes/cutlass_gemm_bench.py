@@ -26,7 +26,7 @@ import sys
 
 import torch
 import triton
-from held_energy import held_and_timed
+from held_energy import captured, in_turns
 
 KERNELS = ("cooperative_128x256_2x1", "cooperative_128x256_1x2", "pingpong_128x128_1x2", "pingpong_128x128_2x1")
 # tried for the weight gradients only, where the four above trail cuBLAS (gemm.cu says what they are)
@@ -86,17 +86,6 @@ def main(rounds: int, shapes: list[str]) -> None:
         if status:
             raise RuntimeError(f"{name}: CUTLASS failed at step {status}")
 
-    def graph(work):
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                work()
-        torch.cuda.synchronize()
-        replay = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(replay, capture_error_mode="thread_local"):
-            work()
-        return replay.replay
-
     print(f"# {torch.cuda.get_device_name(device)}, {LAYERS} layers a replay", flush=True)
     for shape in shapes:
         layout, m, n, k = SHAPES[shape]
@@ -127,23 +116,10 @@ def main(rounds: int, shapes: list[str]) -> None:
             alone[name] = triton.testing.do_bench(work, rep=300)
             print(f"# {shape} do_bench {name}: {alone[name]:.3f} ms, {flops / alone[name] / 1e9:.0f} TF/s", flush=True)
         fastest = sorted(kernels(layout), key=alone.get)[:2]
-        replays = {name: graph(arms[name]) for name in ("cublas", *fastest)}
+        replays = {name: captured(arms[name], "thread_local") for name in ("cublas", *fastest)}
         print(f"# {shape}: layout {layout}, (M, N, K) = {(m, n, k)}", flush=True)
         print("shape round arm replays median_ms tflops j_per_replay", flush=True)
-        for r in range(rounds):
-            for name, replay in replays.items():
-                timed = held_and_timed(replay, device, 3.0, 3.0, 10)
-                rate = f"{flops / timed.median_ms / 1e9:.0f}"
-                print(
-                    shape,
-                    r,
-                    name,
-                    timed.runs,
-                    f"{timed.median_ms:.3f}",
-                    rate,
-                    f"{timed.joules_per_run:.3f}",
-                    flush=True,
-                )
+        in_turns(replays, device, rounds, 3.0, 3.0, flops, label=(shape,))
 
 
 if __name__ == "__main__":

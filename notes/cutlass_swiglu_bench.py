@@ -23,7 +23,7 @@ import pathlib
 import sys
 
 import torch
-from held_energy import held_and_timed
+from held_energy import captured, in_turns
 
 
 def main(rounds: int) -> None:
@@ -75,33 +75,18 @@ def main(rounds: int) -> None:
     error = ((gate(g, u).double() - reference).abs().max() / reference.abs().max()).item()
     print(f"# torch: largest error / largest value against float64 {error:.1e}", flush=True)
 
-    def graph(work):
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                work()
-        torch.cuda.synchronize()
-        replay = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(replay, capture_error_mode="thread_local"):
-            work()
-        return replay.replay
-
-    def each_layer(step):
-        return lambda: [step(w) for w in w13]
+    def every_layer(step):  # a CUDA graph of step for each layer's weight
+        return captured(lambda: [step(w) for w in w13], "thread_local")
 
     arms = {
-        "torch": graph(each_layer(lambda w: (products(w), gate(g, u)))),
-        "torch_gemms": graph(each_layer(products)),
-        "gated": graph(each_layer(gated)),
+        "torch": every_layer(lambda w: (products(w), gate(g, u))),
+        "torch_gemms": every_layer(products),
+        "gated": every_layer(gated),
     }
     flops = 2 * 2 * tokens * d_model * d_ff * layers
     print(f"# {torch.cuda.get_device_name(device)}, {layers} layers a replay", flush=True)
     print("round arm replays median_ms tflops j_per_replay", flush=True)
-    for r in range(rounds):
-        for name, replay in arms.items():
-            timed = held_and_timed(replay, device, 3.0, 4.0, 10)
-            rate = f"{flops / timed.median_ms / 1e9:.0f}"
-            print(r, name, timed.runs, f"{timed.median_ms:.3f}", rate, f"{timed.joules_per_run:.3f}", flush=True)
+    in_turns(arms, device, rounds, 3.0, 4.0, flops)
 
 
 if __name__ == "__main__":

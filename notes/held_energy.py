@@ -1,10 +1,10 @@
 """One replay's time and energy, measured in the state its own work holds the GPU in.
 
-Shared by notes/adamw_sms.py, ladder_energy.py and summed_grads_bench.py (run as `python
-notes/<script>.py`, so this directory is on the path). The work is held back to back for
-``hold_s`` untimed (``lmperf.measure.power.hold`` says why), then run about ``timed_s`` more,
-each run between CUDA events, with NVML's energy counter read around the timed runs and, given
-``gpu``, nvidia-smi sampling clock and power meanwhile.
+Shared by the energy scripts in notes/ (run as `python notes/<script>.py`, so this directory is
+on the path). The work is held back to back for ``hold_s`` untimed (``lmperf.measure.power.hold``
+says why), then run about ``timed_s`` more, each run between CUDA events, with NVML's energy
+counter read around the timed runs and, given ``gpu``, nvidia-smi sampling clock and power
+meanwhile. ``captured`` makes an arm a CUDA graph's replay; ``in_turns`` times arms in turns.
 """
 
 import contextlib
@@ -55,3 +55,29 @@ def held_and_timed(run, device: torch.device, hold_s: float, timed_s: float, min
         after = energy_j()
     ms = statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:]))
     return Timed(n, ms, (after - before) / n, clocks)
+
+
+def captured(work, capture_error_mode: str = "global"):
+    """The replay of a CUDA graph of ``work``, run twice on a side stream first (allocations and
+    lazy initialisation happen outside the capture)."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            work()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode=capture_error_mode):
+        work()
+    return graph.replay
+
+
+def in_turns(arms: dict, device: torch.device, rounds: int, hold_s: float, timed_s: float, flops=None, label=()):
+    """Each arm held and timed in turn, ``rounds`` times, printing a line an arm and round:
+    ``*label`` round arm replays median_ms [tflops, given flops a replay] j_per_replay."""
+    for r in range(rounds):
+        for name, replay in arms.items():
+            timed = held_and_timed(replay, device, hold_s, timed_s, 10)
+            rate = [] if flops is None else [f"{flops / timed.median_ms / 1e9:.0f}"]
+            print(
+                *label, r, name, timed.runs, f"{timed.median_ms:.3f}", *rate, f"{timed.joules_per_run:.3f}", flush=True
+            )

@@ -20,7 +20,7 @@ time and energy, the lever is worth building: a custom op that the compiled back
 import sys
 
 import torch
-from held_energy import held_and_timed
+from held_energy import captured, in_turns
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 device = torch.device("cuda")
@@ -54,26 +54,11 @@ for name, (grads, weights) in pairs.items():
     print(f"# {name}: relative difference of the two sums {((a - b).norm() / a.norm()).item():.1e}", flush=True)
 
 
-def graph(work):
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            work()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        work()
-    return g.replay
-
-
 arms = {}
 for name, (grads, weights) in pairs.items():
     for kind, fn in (("add", added), ("addmm", accumulated)):
-        arms[f"{name}_{kind}"] = graph(lambda fn=fn, g=grads, w=weights: [fn(g, w) for _ in range(layers)])
+        arms[f"{name}_{kind}"] = captured(lambda fn=fn, g=grads, w=weights: [fn(g, w) for _ in range(layers)])
 
 print(f"# {torch.cuda.get_device_name(device)}, {layers} layers a replay", flush=True)
 print("round arm replays median_ms j_per_replay", flush=True)
-for k in range(rounds):
-    for name, replay in arms.items():
-        timed = held_and_timed(replay, device, 3.0, 4.0, 10)
-        print(k, name, timed.runs, f"{timed.median_ms:.3f}", f"{timed.joules_per_run:.3f}", flush=True)
+in_turns(arms, device, rounds, 3.0, 4.0)

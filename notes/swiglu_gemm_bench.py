@@ -33,7 +33,7 @@ import sys
 
 import torch
 import triton
-from held_energy import held_and_timed
+from held_energy import captured, in_turns
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -254,33 +254,18 @@ def main(rounds: int) -> None:
     for gated in (False, True):
         bench(f"torch gated={gated}", torch_arm(gated))
 
-    def graph(work):
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                work()
-        torch.cuda.synchronize()
-        replay = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(replay):
-            work()
-        return replay.replay
-
     arms = {
-        "torch": graph(torch_arm(True)),
-        "ours": graph(ours_arm(True, *best[True][:2])),
-        "torch_gemms": graph(torch_arm(False)),
-        "ours_gemms": graph(ours_arm(False, *best[False][:2])),
-        "ours_loop": graph(ours_arm(False, 3, False, write=False)),
-        "ours_loop_wide": graph(ours_arm(False, 3, False, write=False, wide=True)),
+        "torch": captured(torch_arm(True)),
+        "ours": captured(ours_arm(True, *best[True][:2])),
+        "torch_gemms": captured(torch_arm(False)),
+        "ours_gemms": captured(ours_arm(False, *best[False][:2])),
+        "ours_loop": captured(ours_arm(False, 3, False, write=False)),
+        "ours_loop_wide": captured(ours_arm(False, 3, False, write=False, wide=True)),
     }
     print(f"# {torch.cuda.get_device_name(device)}, {layers} layers a replay", flush=True)
     print(f"# ours (stages, TMA stores): gated {best[True][:2]}, not {best[False][:2]}", flush=True)
     print("round arm replays median_ms tflops j_per_replay", flush=True)
-    for k in range(rounds):
-        for name, replay in arms.items():
-            timed = held_and_timed(replay, device, 3.0, 4.0, 10)
-            rate = f"{flops / timed.median_ms / 1e9:.0f}"
-            print(k, name, timed.runs, f"{timed.median_ms:.3f}", rate, f"{timed.joules_per_run:.3f}", flush=True)
+    in_turns(arms, device, rounds, 3.0, 4.0, flops)
 
 
 if __name__ == "__main__":

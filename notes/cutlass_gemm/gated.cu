@@ -11,8 +11,7 @@
 // from below.
 //
 // Arguments: w13 (m, k) row-major with m = 2 d_ff, x (n, k) row-major with n = tokens, h (n, m / 2)
-// row-major. Returns 0, or the step that failed (1 can_implement, 2 workspace too small,
-// 3 initialize, 4 run).
+// row-major. Returns launch()'s code (launch.hpp): 0, or the step that failed.
 //
 // Build (as gemm.cu, plus the example's directory on the include path):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -DNDEBUG -diag-suppress 20012 \
@@ -29,6 +28,7 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "launch.hpp"
 #include "gated_builder.hpp"
 #include "gated_stride.hpp"
 
@@ -76,12 +76,7 @@ struct Gated {
         {static_cast<Bf16 const*>(w13), stride_a, static_cast<Bf16 const*>(x), stride_b},
         {fusion, nullptr, stride_c, nullptr, {}},
         hw_info};
-    Adapter gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 1;
-    if (Adapter::get_workspace_size(args) > workspace_bytes) return 2;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return 3;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return 4;
-    return 0;
+    return launch<Adapter>(args, workspace, workspace_bytes, stream);
   }
 };
 

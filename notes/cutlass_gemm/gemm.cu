@@ -10,8 +10,7 @@
 // - tn: A (M, K) row-major, B (K, N) column-major: the forward, y = x W^T (B is W as stored);
 // - nn: A row-major, B (K, N) row-major: an input gradient, dX = dY W;
 // - nt: A (M, K) column-major, B row-major: a weight gradient, dW = dY^T X (A is dY as stored).
-// Each entry point returns 0, or the step that failed (1 can_implement, 2 workspace too small,
-// 3 initialize, 4 run).
+// Each entry point returns launch()'s code (launch.hpp): 0, or the step that failed.
 //
 // Build (CUTLASS's include and tools/util/include on the include path; measured with CUTLASS 4.7.0,
 // commit 7107b0553, and nvcc 13.0):
@@ -27,6 +26,7 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "launch.hpp"
 
 using namespace cute;
 
@@ -61,12 +61,7 @@ struct Gemm {
         {m, n, k, 1},
         {static_cast<Element const*>(a), stride_a, static_cast<Element const*>(b), stride_b},
         {{1.0f, 0.0f}, nullptr, stride_d, static_cast<Element*>(d), stride_d}};
-    Adapter gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 1;
-    if (Adapter::get_workspace_size(args) > workspace_bytes) return 2;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return 3;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return 4;
-    return 0;
+    return launch<Adapter>(args, workspace, workspace_bytes, stream);
   }
 };
 
