@@ -29,7 +29,7 @@ import pathlib
 import sys
 
 import torch
-from cutlass_gemm_bench import load
+from cutlass_gemm_bench import load, run
 from held_energy import captured, in_turns
 
 from lmperf.model.fused_adamw import FusedAdamW
@@ -86,13 +86,6 @@ def main(rounds: int, fused_kernels: list[str]) -> None:
         )
     workspace = torch.empty(64 << 20, device=device, dtype=torch.uint8)
 
-    def call(fn, *pointers_and_sizes):
-        status = fn(
-            *pointers_and_sizes, workspace.data_ptr(), workspace.numel(), torch.cuda.current_stream().cuda_stream
-        )
-        if status:
-            raise RuntimeError(f"CUTLASS failed at step {status}")
-
     torch.manual_seed(0)
     dy = {n: torch.randn(TOKENS, n, device=device, dtype=torch.bfloat16) * 1e-2 for n in (D_MODEL, D_FF)}
     x = {n: torch.randn(TOKENS, n, device=device, dtype=torch.bfloat16) for n in (D_MODEL, D_FF)}
@@ -111,8 +104,8 @@ def main(rounds: int, fused_kernels: list[str]) -> None:
 
     def cutlass(name):
         fn = getattr(gemm_lib, f"nt_{name}")
-        return lambda p: call(
-            fn, dy[p.shape[0]].data_ptr(), x[p.shape[1]].data_ptr(), p.grad.data_ptr(), *p.shape, TOKENS
+        return lambda p: run(
+            fn, workspace, dy[p.shape[0]].data_ptr(), x[p.shape[1]].data_ptr(), p.grad.data_ptr(), *p.shape, TOKENS
         )
 
     def fused(name, hyper):
@@ -121,7 +114,7 @@ def main(rounds: int, fused_kernels: list[str]) -> None:
         def update(p):
             s = state[p]
             pointers = (dy[p.shape[0]], x[p.shape[1]], p, s["master"], s["m"], s["v"])
-            call(fn, *(t.data_ptr() for t in pointers), *p.shape, TOKENS, ctypes.byref(hyper))
+            run(fn, workspace, *(t.data_ptr() for t in pointers), *p.shape, TOKENS, ctypes.byref(hyper))
 
         return update
 

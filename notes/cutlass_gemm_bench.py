@@ -71,6 +71,15 @@ def load():
     return lib
 
 
+def run(entry, workspace: torch.Tensor, *arguments) -> None:
+    """One of the CUTLASS libraries' entry points on the current stream, given its arguments before
+    the workspace: every entry point ends with the workspace, its size and the stream, and returns
+    launch.hpp's code (0, or the step that failed)."""
+    status = entry(*arguments, workspace.data_ptr(), workspace.numel(), torch.cuda.current_stream().cuda_stream)
+    if status:
+        raise RuntimeError(f"{entry.__name__}: CUTLASS failed at step {status}")
+
+
 def main(rounds: int, shapes: list[str]) -> None:
     device = torch.device("cuda")
     lib = load()
@@ -78,13 +87,7 @@ def main(rounds: int, shapes: list[str]) -> None:
 
     def cutlass_mm(name, a, b, d):
         m, n = d.shape
-        k = a.numel() // m
-        stream = torch.cuda.current_stream().cuda_stream
-        status = getattr(lib, name)(
-            a.data_ptr(), b.data_ptr(), d.data_ptr(), m, n, k, workspace.data_ptr(), workspace.numel(), stream
-        )
-        if status:
-            raise RuntimeError(f"{name}: CUTLASS failed at step {status}")
+        run(getattr(lib, name), workspace, a.data_ptr(), b.data_ptr(), d.data_ptr(), m, n, a.numel() // m)
 
     print(f"# {torch.cuda.get_device_name(device)}, {LAYERS} layers a replay", flush=True)
     for shape in shapes:

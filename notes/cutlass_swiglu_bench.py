@@ -23,6 +23,7 @@ import pathlib
 import sys
 
 import torch
+from cutlass_gemm_bench import run
 from held_energy import captured, in_turns
 
 
@@ -42,20 +43,7 @@ def main(rounds: int) -> None:
     gate = torch.compile(lambda g, u: g * torch.sigmoid(g) * u)
 
     def gated(w):
-        stream = torch.cuda.current_stream().cuda_stream
-        status = gated_mm(
-            w.data_ptr(),
-            x.data_ptr(),
-            h.data_ptr(),
-            2 * d_ff,
-            tokens,
-            d_model,
-            workspace.data_ptr(),
-            workspace.numel(),
-            stream,
-        )
-        if status:
-            raise RuntimeError(f"CUTLASS failed at step {status}")
+        run(gated_mm, workspace, w.data_ptr(), x.data_ptr(), h.data_ptr(), 2 * d_ff, tokens, d_model)
 
     def products(w):
         torch.mm(x, w[:d_ff].t(), out=g)

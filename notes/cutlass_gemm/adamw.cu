@@ -158,11 +158,6 @@ struct AdamWGrad {
   }
 };
 
-using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using CooperativeEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
-using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-using PingpongEpilogue = cutlass::epilogue::TmaWarpSpecialized;
-
 #define ENTRY(name, ...)                                                                                      \
   extern "C" int name(void const* dy, void const* x, void* w, float* master, float* exp_avg, float* exp_avg_sq, \
                       int m, int n, int k, Hyper const* hyper, void* workspace, size_t workspace_bytes,         \

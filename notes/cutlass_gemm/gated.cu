@@ -82,6 +82,6 @@ struct Gated {
 
 extern "C" int gated_pingpong_128x128_1x2(void const* w13, void const* x, void* h, int m, int n, int k,
                                           void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  return Gated<Shape<_128, _128, _64>, Shape<_1, _2, _1>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-               cutlass::epilogue::TmaWarpSpecialized>::run(w13, x, h, m, n, k, workspace, workspace_bytes, stream);
+  return Gated<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, PingpongEpilogue>::run(w13, x, h, m, n, k, workspace,
+                                                                                        workspace_bytes, stream);
 }

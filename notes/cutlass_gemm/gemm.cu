@@ -65,11 +65,6 @@ struct Gemm {
   }
 };
 
-using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using CooperativeEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
-using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-using PingpongEpilogue = cutlass::epilogue::TmaWarpSpecialized;
-
 using Row = cutlass::layout::RowMajor;
 using Col = cutlass::layout::ColumnMajor;
 
