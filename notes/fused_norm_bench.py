@@ -1,5 +1,7 @@
 """Is our fused RMSNorm worth a rung? One compiled Transformer block, forward + backward, replayed.
 
+Ran at: e65fe7b50dbc (H100 80GB HBM3, three runs), output: the table of notes/fused-norms.md (not kept as a file)
+
 Arms take turns, A B C A B C, in one process, each a CUDA graph timed by do_bench (median):
 - ``inductor``: the block as the model writes it, compiled (what rung ``in_backward`` runs);
 - ``fused``: the same block with ``lmperf.model.fused_rmsnorm``: ln1 passes the stream through,

@@ -1,5 +1,8 @@
 """Why could the e2e harness not capture the 2.7B train step at context 1024 as a CUDA graph?
 
+Ran at: 49213762441f (H100 80GB HBM3), output: the table of notes/graph-capture-memory.md, section 3 (not
+    kept as a file); an earlier form, between 13a0049b4367 and 49213762441f, gave section 2's segments
+
 Runs the harness's train step at 2.7B, context 1024, bf16, compiled blocks, with naive, SDPA and
 our attention, as the e2e study does. A tiny capture first warms the capture stream, as the e2e
 process's earlier (smaller) points do. Around each capture it prints what is allocated, and where

@@ -1,5 +1,8 @@
 """What moves the replayed step between the GPU's two power states? (notes/ladder-power.md)
 
+Ran at: 6a65df91d737 and 23d39056a9c0 (H100 80GB HBM3), output: the tables of notes/ladder-power.md (not kept
+    as files)
+
 The same `cuda_graph` replay read 460 W at 1980 MHz in the ladder study and 687 W at 1640 MHz in
 ladder_order.py. Here one graph replays in timed, sampled blocks of BLOCK steps, between actions
 named on the command line, in order:

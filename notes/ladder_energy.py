@@ -1,5 +1,15 @@
 """Is the top rung at the energy bound of the 700 W cap? (notes/ladder-power.md)
 
+Ran at: 5ed0df684550 (H100 80GB HBM3), output: report/reference/h100/ladder-loss/energy.txt
+Ran at: 966faedcbc7d (H100 80GB HBM3), output: notes/logs/2026-11-27-ladder_energy-parts-966faed.txt
+Ran at: 4759b001415c and dc459f08c55c (H200), output: the end of
+    notes/logs/2026-11-27-attention_backward_op-092440e.txt
+Ran at: 6f2141800d4f (H100 80GB HBM3), output: notes/logs/2026-11-27-ladder_energy-no_rope-6f21418.txt
+Ran at: 602ef6ab9c33 (H100 80GB HBM3), output: notes/logs/2026-11-27-ladder_energy-unmerged-602ef6a.txt
+Ran at: 97f23d7a46de (H100 80GB HBM3), outputs:
+    notes/logs/2026-11-27-ladder_energy-autotuned-97f23d7.txt and -choices.txt
+Ran at: 5dcc8b1abd8d (H100 80GB HBM3), output: notes/logs/2026-11-27-ladder_energy-cublaslt-5dcc8b1.txt
+
 Arms, each a CUDA graph of one rung's work at one ladder point, in turns (A B C A B C), each from
 the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-smi samples power:
 
@@ -28,7 +38,7 @@ the initial weights, held 5 s untimed, then replayed for about 6 s while nvidia-
 Energy per replay is the median board power times the median replay time; where pynvml is
 installed, the energy counter's difference over the timed replays too. If the step's energy is about
 the sum of the fwd_bwd and adamw arms', overlap cannot beat (E_fwd_bwd + E_adamw) / 700 W: the 50%
-MFU bar (176 ms at 2.7B) then needs less work, not a better schedule. The check can fail: a step
+MFU target (176 ms at 2.7B) then needs less work, not a better schedule. The check can fail: a step
 that costs less energy than its parts, or more, says the model is wrong. The gemms and attention
 arms split the fwd_bwd arm: what is left of its energy is the work between the products (norms,
 SwiGLU, RoPE, residual adds, loss), the only part that fusion can remove. That split can fail too:

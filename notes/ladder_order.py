@@ -1,6 +1,13 @@
 """Does a rung's speed depend on its place in the order, or on being launched or replayed?
 (notes/ladder-power.md)
 
+Ran at: 7e0584e54995, bdfc15c37192 and 7c8137f422f3 (H100 80GB HBM3), output: the tables of
+    notes/ladder-power.md (not kept as files)
+Ran at: e65fe7b50dbc (H100 80GB HBM3), outputs: report/reference/h100/ladder-norms/order.txt and the
+    carve-out numbers of notes/ladder-power.md
+Ran at: 4516536e1be4 (H100 80GB HBM3), output: report/reference/h100/ladder-loss/order-packed.txt
+Ran at: 26512c021bf3 (H100 80GB HBM3), output: report/reference/h100/ladder-loss/order.txt
+
 Arms take turns, A B A B: each arm is a rung of the ladder, ``rung:replay`` (its step captured as a
 CUDA graph) or ``rung:launched`` (its step launched as it is); ``rung:replay:C`` captures the step
 with C SMs carved out of every cuBLAS GEMM (``torch._C._set_sm_carveout_experimental``), so that the
@@ -10,7 +17,8 @@ while nvidia-smi samples clock, power, temperature and clock-event reasons every
 
 The run at 7e0584e54995 was ``2.7B 1024 3 cuda_graph:replay bf16_weights:replay``.
 
-    PYTHONPATH=src python notes/ladder_order.py 2.7B 1024 2 fused_adamw:launched cuda_graph:replay > order.log
+    PYTHONPATH=src python notes/ladder_order.py 2.7B 1024 2 fused_adamw:launched cuda_graph:replay \\
+        > notes/logs/DATE-ladder_order-COMMIT.txt
 """
 
 import statistics

@@ -1,5 +1,7 @@
 """Can the input-gradient sums ride in the GEMMs for free? (notes/ladder-power.md, lever table)
 
+Ran at: f2584d3b5edf (H100 80GB HBM3), output: notes/logs/2026-11-27-summed_grads_bench-f2584d3.txt
+
 In the top rung's backward, each block sums the input gradients of the projections that read one
 norm: dX = dQ Wq + dK Wk + dV Wv, and dX = dG W1 + dU W3. Inductor computes each product, then adds
 them in one more pass (`triton_poi_fused_add_view_*`, 1.5 ms a step at 2.7B, context 1024).

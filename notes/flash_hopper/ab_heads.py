@@ -6,6 +6,9 @@ SDPA flash beside them. Shapes: the 2.7B model's attention (batch 4 x 32 heads, 
 every implementation once, launched (do_bench) and as a replayed CUDA graph (lmperf's
 capture_graph, replays timed by do_bench); five rounds, medians.
 
+Ran at: 866acdc26808 and 7db49c6f7ea0 (H100 80GB HBM3, argument f8989f6), output: the table of
+    notes/flash-hopper.md, "Head sizes that are not a power of two" (not kept as a file)
+
     python notes/flash_hopper/ab_heads.py f8989f6
 """
 

@@ -4,6 +4,9 @@ SDPA cuDNN, at the model's shapes (batch 4, d 64, 512 to 2048 keys) and at the s
 near the rule's edge. Each is captured as a CUDA graph and replayed by do_bench, once per round,
 five rounds; medians in microseconds.
 
+Ran at: 3cab90bebebc (H100 80GB HBM3), output: notes/flash_hopper/logs/2026-11-26-ab_pays-h100-3cab90b.txt
+Ran at: 3cab90bebebc (H200), output: notes/flash_hopper/logs/2026-11-26-ab_pays-h200-3cab90b.txt
+
     PYTHONPATH=src python notes/flash_hopper/ab_pays.py [batch:heads:seq ...]
 """
 

@@ -2,6 +2,8 @@
 choice forced through `flash_gluon.tiling`, the forward alone and forward + backward captured as CUDA
 graphs and replayed by do_bench, once per round, five rounds; medians in microseconds.
 
+Ran at: b7954ad4ea71 (H100 80GB HBM3), output: notes/flash_hopper/logs/2026-11-26-ab_tiling-b7954ad.txt
+
 Why: at batch 4 and 1024 keys cuDNN's forward is 10-14% ahead of ours. Three ring stages of 64-key
 tiles take 57 KB of shared memory, so three programs fit an SM; two stages take 41 KB, and the
 kernel's 125 registers a thread let four fit.

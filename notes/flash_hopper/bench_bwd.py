@@ -1,5 +1,8 @@
 """Backward variants of hbwd.py against our kernel and SDPA cuDNN (do_bench medians).
 
+Ran at: df15c42391aa (H100 80GB HBM3), output: variants 8 and 9 in notes/flash-hopper.md (not kept as a file)
+Ran at: 152631d97a59 (H100 80GB HBM3, argument 500), output: variant 14 there
+
 PYTHONPATH=src python notes/flash_hopper/bench_bwd.py 1000
 """
 

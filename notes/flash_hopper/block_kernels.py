@@ -1,8 +1,11 @@
-"""What the model's path adds around our attention kernels (#21 item 4): one compiled Transformer
+"""What the model's path adds around our attention kernels: one compiled Transformer
 block of a model size at one context, batch 4, bf16 autocast, forward + backward, with our
 attention (`flash_triton`) and with SDPA. Each block's step is captured as a CUDA graph; the two
 replays are timed in turns (do_bench medians, 5 rounds), then profiled (torch.profiler, 20
 replays each), and every kernel's time per step is printed for both, sorted by the difference.
+
+Ran at: 131ab02f8450 (H100 80GB HBM3, large at contexts 1024 and 512, one arm a process), output:
+    notes/flash_hopper/logs/2026-11-26-block_kernels-large-131ab02.txt
 
     PYTHONPATH=src python notes/flash_hopper/block_kernels.py [SIZE] [CONTEXT] [ARMS] [JSON]
     (default large 1024 flash_triton,sdpa; JSON: where to write the arms' kernel times)

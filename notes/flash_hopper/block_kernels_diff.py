@@ -1,6 +1,9 @@
 """Compare the per-step kernel times that block_kernels.py wrote for two arms, one JSON file each:
 every kernel's time per step in both, sorted by the difference.
 
+Ran at: 131ab02f8450 (on block_kernels.py's JSON files), output:
+    notes/flash_hopper/logs/2026-11-26-block_kernels_diff-large-131ab02.txt
+
     python notes/flash_hopper/block_kernels_diff.py OURS.json SDPA.json
 """
 
