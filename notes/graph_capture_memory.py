@@ -50,17 +50,22 @@ def reported_capture(step, device, pool=None, warmup_steps=1, after_warmup=None)
         raise
 
 
-harness.capture_graph = reported_capture
-capture_graph(lambda: torch.ones(4, device="cuda").sum(), torch.device("cuda"))
-spec = BenchmarkSpec(
-    "2.7B",
-    (1024,),
-    4,
-    "bf16",
-    compile=True,
-    attentions=("naive", "sdpa", "flash_triton"),
-    warmup_steps=1,
-    budget=Budget(min_steps=3, max_seconds=1),
-)
-for row in run_benchmark(spec, modes=["train_step"]):
-    print(row["attention"], row["status"], row.get("median_ms"), row.get("graphed_median_ms"), str(row["note"])[:160])
+def main() -> None:
+    harness.capture_graph = reported_capture
+    capture_graph(lambda: torch.ones(4, device="cuda").sum(), torch.device("cuda"))
+    spec = BenchmarkSpec(
+        "2.7B",
+        (1024,),
+        4,
+        "bf16",
+        compile=True,
+        attentions=("naive", "sdpa", "flash_triton"),
+        warmup_steps=1,
+        budget=Budget(min_steps=3, max_seconds=1),
+    )
+    for row in run_benchmark(spec, modes=["train_step"]):
+        print(row["attention"], row["status"], row.get("median_ms"), row.get("graphed_median_ms"), str(row["note"])[:160])
+
+
+if __name__ == "__main__":
+    main()

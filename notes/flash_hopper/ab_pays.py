@@ -34,30 +34,35 @@ def ours(hopper: bool):
 
 
 IMPLEMENTATIONS = {"portable": ours(False), "hopper": ours(True), "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
-SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [
-    (4, 12, 512),
-    (4, 16, 1024),
-    (4, 20, 1024),
-    (4, 25, 1024),
-    (4, 16, 2048),
-    (4, 16, 4096),
-    (1, 1, 8192),
-    (1, 2, 8192),
-    (1, 1, 16384),
-]
-print(torch.cuda.get_device_name())
-for batch, heads, seq in SHAPES:
-    q, k, v = model_qkv(batch, heads, seq, 64)
-    steps = {}
-    for name, fn in IMPLEMENTATIONS.items():
-        fn(q, k, v).sum().backward()  # autotune and compile outside the capture
-        steps[name] = capture_graph(passes(fn, q, k, v)["forward_backward"], torch.device("cuda"))
-    times = {name: statistics.median(xs) * 1e3 for name, xs in rounds(steps).items()}
-    rule = RULE(seq, seq // 128 * batch * heads)
-    print(
-        f"{batch}x{heads}x{seq} fwd+bwd us: "
-        + ", ".join(f"{name} {us:.1f}" for name, us in times.items())
-        + f"; hopper/portable {times['hopper'] / times['portable']:.3f}; rule says hopper: {rule}",
-        flush=True,
-    )
-flash_gluon_backward.pays = RULE
+def main() -> None:
+    SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [
+        (4, 12, 512),
+        (4, 16, 1024),
+        (4, 20, 1024),
+        (4, 25, 1024),
+        (4, 16, 2048),
+        (4, 16, 4096),
+        (1, 1, 8192),
+        (1, 2, 8192),
+        (1, 1, 16384),
+    ]
+    print(torch.cuda.get_device_name())
+    for batch, heads, seq in SHAPES:
+        q, k, v = model_qkv(batch, heads, seq, 64)
+        steps = {}
+        for name, fn in IMPLEMENTATIONS.items():
+            fn(q, k, v).sum().backward()  # autotune and compile outside the capture
+            steps[name] = capture_graph(passes(fn, q, k, v)["forward_backward"], torch.device("cuda"))
+        times = {name: statistics.median(xs) * 1e3 for name, xs in rounds(steps).items()}
+        rule = RULE(seq, seq // 128 * batch * heads)
+        print(
+            f"{batch}x{heads}x{seq} fwd+bwd us: "
+            + ", ".join(f"{name} {us:.1f}" for name, us in times.items())
+            + f"; hopper/portable {times['hopper'] / times['portable']:.3f}; rule says hopper: {rule}",
+            flush=True,
+        )
+    flash_gluon_backward.pays = RULE
+
+
+if __name__ == "__main__":
+    main()
