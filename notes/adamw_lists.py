@@ -1,5 +1,10 @@
-"""Does one launch for many parameters lift the fused AdamW to the bandwidth bar? (#20: ≥ 85% of the
-copy bandwidth at 28 B/param; at small it ran at 80%, report/reference/h100/ladder-grid/.)
+# pinned: 55c7d3b2b16b  (uses lmperf internals; run it from a checkout of that commit)
+# internals: fused_adamw._listable
+"""Does one launch for many parameters lift the fused AdamW to 85% of the copy bandwidth at 28 B/param?
+(At small it ran at 80%, report/reference/h100/ladder-grid/.)
+
+Ran at: 55c7d3b2b16b (H100 80GB HBM3), output: report/reference/h100/ladder-grid-55c7d3b/adamw-lists.txt
+    (an earlier run of the list kernel before its fix: adamw-lists-first-run.txt beside it)
 
 For each size, the model's parameter shapes on the GPU with gradients, and three arms in turns,
 A B C A B C: ``one`` (our kernel, one launch per parameter, as before), ``list`` (our kernel, one

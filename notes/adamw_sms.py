@@ -1,6 +1,8 @@
-"""Does the fused AdamW cost fewer joules on fewer SMs? (#20's MFU bar, notes/ladder-power.md)
+"""Does the fused AdamW cost fewer joules on fewer SMs? (the 50% MFU target, notes/ladder-power.md)
 
-The 2.7B step at context 1024 is bound by the board's 700 W cap: the MFU bar needs about 4 J less
+Ran at: 52ddc4b00974 (H100 80GB HBM3), output: notes/logs/2026-11-27-adamw_sms-52ddc4b.txt
+
+The 2.7B step at context 1024 is bound by the board's 700 W cap: 50% MFU needs about 4 J less
 work a step (report/reference/h100/ladder-loss/energy.txt). Its AdamW alone costs 17.5 J at 535 W.
 The update is memory-bound, so the SMs mostly wait on HBM. If a waiting SM still burns power, running
 the same update on fewer SMs at about the same bandwidth saves energy.
@@ -19,7 +21,7 @@ update from NVML's counter.
 The check can fail. The all-SM arm should cost what energy.txt's AdamW alone cost (17.5 J,
 32.8 ms): it is an independent measurement of the same traffic.
 
-    PYTHONPATH=src python notes/adamw_sms.py 2 > adamw_sms.txt
+    PYTHONPATH=src python notes/adamw_sms.py 2 > notes/logs/DATE-adamw_sms-COMMIT.txt
 """
 
 import sys

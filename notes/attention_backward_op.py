@@ -1,4 +1,9 @@
+# pinned: 195c848b5b92  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_triton._dims, _strides and _precision
 """Does our attention backward, traced by torch.compile, copy dO? And as a custom op? (notes/ladder-power.md)
+
+Ran at: 092440ee1941 (H100 80GB HBM3, that tree plus this script), output:
+    notes/logs/2026-11-27-attention_backward_op-092440e.txt
 
 A 2.7B-shaped FusedNormsLM of two layers (bf16 weights, bf16 autocast, our fused loss), its blocks
 compiled as the ladder compiles them; two forward + backward passes, their gradients saved, then

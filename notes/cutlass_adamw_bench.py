@@ -1,5 +1,7 @@
 """Does AdamW cost less inside the weight-gradient GEMMs' epilogue? (notes/ladder-power.md)
 
+Ran at: 4b917eb98b3e (H100 80GB HBM3, two runs), outputs: notes/logs/2026-11-27-cutlass_adamw_bench-1.txt and -2.txt
+
 The backward writes each weight gradient in bf16 and AdamW reads it back: 4 bytes a parameter,
 about 2.5 J a 2.7B step at the copy's energy per byte. ``cutlass_gemm/adamw.cu`` (built into
 ``cutlass_gemm/libcutlass_adamw.so``, beside ``libcutlass_gemm.so``) updates the fp32 master weight

@@ -1,6 +1,9 @@
 """Does a CUTLASS Hopper GEMM spend as little energy as cuBLAS's on the 2.7B model's products?
 
-The levers left for #20's MFU bar put work into a GEMM's epilogue: the SwiGLU, or AdamW in the
+Ran at: e3fab08169d9 (H100 80GB HBM3, three runs, the first with the script's first version), outputs:
+    notes/logs/2026-11-27-cutlass_gemm_bench-1.txt, -2.txt and -3.txt
+
+The levers left for the 50% MFU target put work into a GEMM's epilogue: the SwiGLU, or AdamW in the
 weight-gradient products (notes/ladder-power.md, last section). They pay only if the GEMM that
 carries them costs no more energy than cuBLAS's at the 700 W cap. A Gluon kernel trailed cuBLAS by
 2-5% before any epilogue (notes/swiglu_gemm_bench.py). This asks the same of CUTLASS 3's

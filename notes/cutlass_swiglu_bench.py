@@ -1,5 +1,7 @@
 """Is the SwiGLU free in a CUTLASS kernel's epilogue? (notes/ladder-power.md, last section)
 
+Ran at: 19f7bd0e8239 (H100 80GB HBM3), output: notes/logs/2026-11-27-cutlass_swiglu_bench-1.txt
+
 Plain CUTLASS ping-pong kernels are level with cuBLAS on x W1^T (notes/cutlass_gemm_bench.py). Here
 CUTLASS's own gated-activation kernel (``cutlass_gemm/gated.cu``, built into
 ``cutlass_gemm/libcutlass_gated.so``) computes H = SiLU(x W1^T) (x W3^T) in one kernel, from one

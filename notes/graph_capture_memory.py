@@ -1,5 +1,8 @@
 """Why could the e2e harness not capture the 2.7B train step at context 1024 as a CUDA graph?
 
+Ran at: 49213762441f (H100 80GB HBM3), output: the table of notes/graph-capture-memory.md, section 3 (not
+    kept as a file); an earlier form, between 13a0049b4367 and 49213762441f, gave section 2's segments
+
 Runs the harness's train step at 2.7B, context 1024, bf16, compiled blocks, with naive, SDPA and
 our attention, as the e2e study does. A tiny capture first warms the capture stream, as the e2e
 process's earlier (smaller) points do. Around each capture it prints what is allocated, and where
@@ -47,17 +50,22 @@ def reported_capture(step, device, pool=None, warmup_steps=1, after_warmup=None)
         raise
 
 
-harness.capture_graph = reported_capture
-capture_graph(lambda: torch.ones(4, device="cuda").sum(), torch.device("cuda"))
-spec = BenchmarkSpec(
-    "2.7B",
-    (1024,),
-    4,
-    "bf16",
-    compile=True,
-    attentions=("naive", "sdpa", "flash_triton"),
-    warmup_steps=1,
-    budget=Budget(min_steps=3, max_seconds=1),
-)
-for row in run_benchmark(spec, modes=["train_step"]):
-    print(row["attention"], row["status"], row.get("median_ms"), row.get("graphed_median_ms"), str(row["note"])[:160])
+def main() -> None:
+    harness.capture_graph = reported_capture
+    capture_graph(lambda: torch.ones(4, device="cuda").sum(), torch.device("cuda"))
+    spec = BenchmarkSpec(
+        "2.7B",
+        (1024,),
+        4,
+        "bf16",
+        compile=True,
+        attentions=("naive", "sdpa", "flash_triton"),
+        warmup_steps=1,
+        budget=Budget(min_steps=3, max_seconds=1),
+    )
+    for row in run_benchmark(spec, modes=["train_step"]):
+        print(row["attention"], row["status"], row.get("median_ms"), row.get("graphed_median_ms"), str(row["note"])[:160])
+
+
+if __name__ == "__main__":
+    main()

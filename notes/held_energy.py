@@ -1,5 +1,7 @@
 """One replay's time and energy, measured in the state its own work holds the GPU in.
 
+Ran at: with the scripts that import it; each of them names its commit.
+
 Shared by the energy scripts in notes/ (run as `python notes/<script>.py`, so this directory is
 on the path). The work is held back to back for ``hold_s`` untimed (``lmperf.measure.power.hold``
 says why), then run about ``timed_s`` more, each run between CUDA events, with NVML's energy

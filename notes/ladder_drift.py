@@ -1,5 +1,8 @@
 """What moves the replayed step between the GPU's two power states? (notes/ladder-power.md)
 
+Ran at: 6a65df91d737 and 23d39056a9c0 (H100 80GB HBM3), output: the tables of notes/ladder-power.md (not kept
+    as files)
+
 The same `cuda_graph` replay read 460 W at 1980 MHz in the ladder study and 687 W at 1640 MHz in
 ladder_order.py. Here one graph replays in timed, sampled blocks of BLOCK steps, between actions
 named on the command line, in order:
@@ -31,81 +34,86 @@ from lmperf.measure import capture_graph
 from lmperf.measure.power import nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 
-size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-BLOCK = 25
-OPTBENCH_STEPS = 30  # about what do_bench's 25 + 200 ms ran of four ~33 ms AdamW graphs at 2.7B
-SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
+def main() -> None:
+    size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    BLOCK = 25
+    OPTBENCH_STEPS = 30  # about what do_bench's 25 + 200 ms ran of four ~33 ms AdamW graphs at 2.7B
+    SHOWN = ("sm_clock_mhz", "power_w", "temperature_c", "clock_event_reasons")  # of Samples.columns
 
-device = torch.device("cuda")
-rung = next(r for r in RUNGS if r.name == "cuda_graph")
-ladder = Ladder(size, context, 4, device, [rung])
-gpu = nvidia_smi_id(device)
-ladder.before(rung.name)
-if actions[:1] == ["launched"]:
-    step = ladder.step(rung)
-    for _ in range(20):
-        step()
-    torch.cuda.synchronize()
-    del step
-    ladder.drop_grads()
-    actions = actions[1:]
-
-
-def capture():
+    device = torch.device("cuda")
+    rung = next(r for r in RUNGS if r.name == "cuda_graph")
+    ladder = Ladder(size, context, 4, device, [rung])
+    gpu = nvidia_smi_id(device)
     ladder.before(rung.name)
-    return capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
-
-
-replay = capture()
-
-
-def block() -> tuple[float, dict]:
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(BLOCK + 1)]
-    with sampled(gpu) as clocks:
-        events[0].record()
-        for e in events[1:]:
-            replay()
-            e.record()
-        torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:])), clocks.columns("")
-
-
-print("after block steps median_ms sm_mhz power_w temp_c reasons loss_after", flush=True)
-steps, last = 0, "start"
-for action in actions:
-    if action.startswith("blocks:"):
-        for b in range(int(action.split(":")[1])):
-            ms, c = block()
-            steps += BLOCK
-            loss = ladder.loss()
-            ladder.before(rung.name)
-            print(last, b, steps, f"{ms:.2f}", *(c[f] for f in SHOWN), f"{loss:.3f}", flush=True)
-        continue
-    if action == "fresh":
-        ladder.tokens.copy_(torch.randint_like(ladder.tokens, ladder.model.cfg.vocab_size))
-        ladder.targets.copy_(torch.randint_like(ladder.targets, ladder.model.cfg.vocab_size))
-    elif action == "reset":
-        ladder.reset()
-    elif action == "profile":
-        kernel_times(replay, device)
-    elif action == "check":
-        ladder.reset()
+    if actions[:1] == ["launched"]:
+        step = ladder.step(rung)
         for _ in range(20):
-            replay()
-        ladder.loss()
-        ladder.before(rung.name)
-    elif action == "state":
-        ladder.empty_state()
-    elif action in ("recapture", "optbench"):
-        del replay
+            step()
+        torch.cuda.synchronize()
+        del step
         ladder.drop_grads()
-        if action == "optbench":
-            for p in ladder.model.parameters():
-                p.grad = torch.ones_like(p)
-            for _ in range(OPTBENCH_STEPS):
-                ladder.optimizers[Ladder.OWNER].step()
+        actions = actions[1:]
+
+
+    def capture():
+        ladder.before(rung.name)
+        return capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
+
+
+    replay = capture()
+
+
+    def block() -> tuple[float, dict]:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(BLOCK + 1)]
+        with sampled(gpu) as clocks:
+            events[0].record()
+            for e in events[1:]:
+                replay()
+                e.record()
+            torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:])), clocks.columns("")
+
+
+    print("after block steps median_ms sm_mhz power_w temp_c reasons loss_after", flush=True)
+    steps, last = 0, "start"
+    for action in actions:
+        if action.startswith("blocks:"):
+            for b in range(int(action.split(":")[1])):
+                ms, c = block()
+                steps += BLOCK
+                loss = ladder.loss()
+                ladder.before(rung.name)
+                print(last, b, steps, f"{ms:.2f}", *(c[f] for f in SHOWN), f"{loss:.3f}", flush=True)
+            continue
+        if action == "fresh":
+            ladder.tokens.copy_(torch.randint_like(ladder.tokens, ladder.model.cfg.vocab_size))
+            ladder.targets.copy_(torch.randint_like(ladder.targets, ladder.model.cfg.vocab_size))
+        elif action == "reset":
+            ladder.reset()
+        elif action == "profile":
+            kernel_times(replay, device)
+        elif action == "check":
+            ladder.reset()
+            for _ in range(20):
+                replay()
+            ladder.loss()
+            ladder.before(rung.name)
+        elif action == "state":
+            ladder.empty_state()
+        elif action in ("recapture", "optbench"):
+            del replay
             ladder.drop_grads()
-        replay = capture()
-    else:
-        raise SystemExit(f"unknown action {action!r}: see the docstring")
-    last = action
+            if action == "optbench":
+                for p in ladder.model.parameters():
+                    p.grad = torch.ones_like(p)
+                for _ in range(OPTBENCH_STEPS):
+                    ladder.optimizers[Ladder.OWNER].step()
+                ladder.drop_grads()
+            replay = capture()
+        else:
+            raise SystemExit(f"unknown action {action!r}: see the docstring")
+        last = action
+
+
+if __name__ == "__main__":
+    main()

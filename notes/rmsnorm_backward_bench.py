@@ -1,4 +1,10 @@
+# pinned: 602ef6ab9c33  (uses lmperf internals; run it from a checkout of that commit)
+# internals: fused_rmsnorm._rmsnorm_backward
 """Can our RMSNorm backward reach the HBM bound at the 2.7B model's shape? (notes/ladder-power.md)
+
+Ran at: 0fb059489c12 (H100 80GB HBM3, uncommitted on 2b03a9082b55), output:
+    notes/logs/2026-11-27-rmsnorm_backward_bench-0fb0594.txt
+Ran at: 602ef6ab9c33 (H100 80GB HBM3), output: notes/logs/2026-11-27-rmsnorm_backward_bench-602ef6a.txt
 
 ``_rmsnorm_backward`` moves 168 MB a norm at 2.7B, context 1024 (4096 rows of 2560: reads the norm's
 bf16 gradient, the stream's fp32 gradient and the fp32 stream, writes the fp32 and bf16 input

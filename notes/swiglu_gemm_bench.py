@@ -1,5 +1,8 @@
 """Can a GEMM of our own carry the SwiGLU in its epilogue at cuBLAS's energy? (notes/ladder-power.md)
 
+Ran at: a24cbc319312 (H100 80GB HBM3, two runs, the first before the wide arm), outputs:
+    notes/logs/2026-11-27-swiglu_gemm_bench-2.txt and -3.txt
+
 The 2.7B step runs at the H100's 700 W cap, so its time is its energy over about 692 W. Of the work
 between the products, SwiGLU's elementwise kernels are the largest part (7.6 ms a step), and they run
 at the HBM bound already: only a GEMM that computes the SwiGLU in its epilogue can remove them, and

@@ -1,7 +1,7 @@
 // The 2.7B model's products in bf16 (fp32 accumulation) by CUTLASS 3's Hopper kernels, for
 // notes/cutlass_gemm_bench.py.
 //
-// Why: the levers left for #20's MFU bar (notes/ladder-power.md, last section) put work in a GEMM's
+// Why: the levers left for the 50% MFU target (notes/ladder-power.md, last section) put work in a GEMM's
 // epilogue, and they pay only if the GEMM itself spends no more energy than cuBLAS's. A Gluon kernel
 // trailed cuBLAS by 2-5% before any epilogue. This asks the same of CUTLASS's warp-specialized
 // kernels, with clusters of two CTAs (one TMA load feeding both SMs), as cuBLAS's own kernels use.

@@ -1,9 +1,15 @@
+# pinned: b4151c725acc  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_gluon_backward._bwd_kernel, _delta_kernel, _as_rows and _shared_layout
 """A/B of the Gluon backward (lmperf.attention.flash_gluon_backward: five products, dQ added by TMA
 bulk reductions; variant 20) against the portable backward and SDPA cuDNN, in one process: forward
 + backward (`o.sum().backward()`, as the leaderboard), interleaved rounds of do_bench medians. Before
 timing, each shape's gradients are compared with the portable backward's and SDPA flash's, causal
 and not, and the Gluon backward is run twice to see whether it repeats bitwise. Then the Gluon
 kernel and the launch's other work (Delta with dQ's zeros, dQ's cast) are timed alone.
+
+Ran at: df2059ed1037 (H100 80GB HBM3, variant 19), output: notes/flash_hopper/logs/2026-11-25-ab_backward-df2059e.txt
+Ran at: uncommitted trees between df2059ed1037 and b4151c725acc (H100 80GB HBM3, variant 20's steps),
+    outputs: notes/flash_hopper/logs/2026-11-25-ab_backward-v20-*.txt
 
     PYTHONPATH=src python notes/flash_hopper/ab_backward.py [--rounds 5] [--shapes 4x16x4096x64,...]
 

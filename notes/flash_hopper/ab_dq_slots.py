@@ -1,8 +1,13 @@
+# pinned: 11e5aff2165a  (uses lmperf internals; run it from a checkout of that commit)
+# internals: a kernel module made from flash_gluon_backward's source, and its _launch
 """The Hopper backward alone at 16 x 1 x 16384 x 64, causal: SDPA cuDNN's, ours as landed (two dQ
 staging slots, a slot freed one step after its reduction, after `tma.store_wait(0)`), and ours with
 four slots (a slot freed two steps after its reduction, after `tma.store_wait(1)`), in interleaved
 rounds of `do_bench(rep=REP ms)`, with nvidia-smi sampling the SM clock, board power and temperature
 every 100 ms. Before timing, each of ours is compared with cuDNN's gradients.
+
+Ran at: 98f9ca3e8ead (H100 80GB HBM3, a scratch copy holding the four-slot kernel as a file), output:
+    notes/flash_hopper/logs/2026-11-25-ab_dq_slots.txt
 
     PYTHONPATH=src python notes/flash_hopper/ab_dq_slots.py [REP_MS] [ROUNDS]
 

@@ -1,6 +1,10 @@
+# pinned: 3cab90bebebc  (uses lmperf internals; run it from a checkout of that commit)
+# internals: kernel modules made from flash_gluon_backward's source, and their _launch
 """Variant 21 against variant 20 and SDPA cuDNN at the leaderboard shape (16 x 1 x 16384 x 64,
 causal), at the power cap: the backward alone, then forward + backward as the leaderboard times it
 (`o.sum().backward()`, our Gluon forward before each of our backwards).
+
+Ran at: 3cab90bebebc (H100 80GB HBM3), output: notes/flash_hopper/logs/2026-11-26-ab_dq_turns-3cab90b.txt
 
 - v20: the five-product backward as b4151c7 landed it (13cb580 has the same kernel); each
   warpgroup's dQ share went through shared memory, the second warpgroup added the first's and the

@@ -1,6 +1,11 @@
+# pinned: 13e7c9aa1abf  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_triton._portable_forward
 """Variant 10 on the GPU: the Gluon forward (lmperf.attention.flash_gluon) interleaved with the
 portable Triton forward and SDPA cuDNN, five rounds of do_bench medians in one process, at the
 leaderboard shape (d = 64) and at d = 128 with both key-tile sizes.
+
+Ran at: 59761bfbc1f5 and 13e7c9aa1abf (H100 80GB HBM3), output: the configurations table of
+    notes/flash-hopper.md, "The forward in Gluon" (not kept as a file)
 
     PYTHONPATH=src python notes/flash_hopper/ab_gluon.py
 """

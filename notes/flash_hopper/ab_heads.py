@@ -6,6 +6,9 @@ SDPA flash beside them. Shapes: the 2.7B model's attention (batch 4 x 32 heads, 
 every implementation once, launched (do_bench) and as a replayed CUDA graph (lmperf's
 capture_graph, replays timed by do_bench); five rounds, medians.
 
+Ran at: 866acdc26808 and 7db49c6f7ea0 (H100 80GB HBM3, argument f8989f6), output: the table of
+    notes/flash-hopper.md, "Head sizes that are not a power of two" (not kept as a file)
+
     python notes/flash_hopper/ab_heads.py f8989f6
 """
 
@@ -33,35 +36,40 @@ def padded_kernels(commit):
     return module.FlashAttentionTriton
 
 
-cudnn, flash = sdpa(SDPBackend.CUDNN_ATTENTION), sdpa(SDPBackend.FLASH_ATTENTION)
-IMPLEMENTATIONS = {
-    "blocks": FlashAttentionTriton.apply,
-    "padded": padded_kernels(sys.argv[1]).apply,
-    "sdpa_cudnn": lambda q, k, v, c: cudnn(q, k, v),
-    "sdpa_flash": lambda q, k, v, c: flash(q, k, v),
-}
-SHAPES = [(128, 512, 80), (128, 1024, 80), (16, 16384, 64)]
+def main() -> None:
+    cudnn, flash = sdpa(SDPBackend.CUDNN_ATTENTION), sdpa(SDPBackend.FLASH_ATTENTION)
+    IMPLEMENTATIONS = {
+        "blocks": FlashAttentionTriton.apply,
+        "padded": padded_kernels(sys.argv[1]).apply,
+        "sdpa_cudnn": lambda q, k, v, c: cudnn(q, k, v),
+        "sdpa_flash": lambda q, k, v, c: flash(q, k, v),
+    }
+    SHAPES = [(128, 512, 80), (128, 1024, 80), (16, 16384, 64)]
 
 
-for batch, seq, d in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(seq + d)
-    q, k, v = (
-        torch.randn(batch, seq, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_() for _ in "qkv"
-    )
-    out = {name: fn(q, k, v, True) for name, fn in IMPLEMENTATIONS.items()}  # autotune, compile
-    worst = max((out[n].float() - out["sdpa_cudnn"].float()).abs().max().item() for n in ("blocks", "padded"))
-    # The outputs' graphs hold q, k and v's gradient accumulators, which remember the stream they
-    # were made on (the default one); backward captured on another stream must make new ones.
-    del out
-    steps = {}
-    for name, fn in IMPLEMENTATIONS.items():
-        for pass_, run in passes(lambda q, k, v, fn=fn: fn(q, k, v, True), q, k, v).items():
-            steps[pass_, "launched", name] = run
-            try:
-                steps[pass_, "graphed", name] = capture_graph(run, torch.device("cuda"))
-            except GraphUnavailable as error:
-                print(f"{pass_} {name}: {error}; cause: {str(error.__cause__.__context__).splitlines()[0]}")
-    times = rounds(steps)
-    print(f"\nbatch*heads {batch} seq {seq} d {d}  (max |O - cuDNN| of ours: {worst:.3g})")
-    for (pass_, mode, name), xs in sorted(times.items()):
-        print(f"{pass_:>16} {mode:>8} {name:>10} {statistics.median(xs):8.4f} ms  [{min(xs):.4f}, {max(xs):.4f}]")
+    for batch, seq, d in SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(seq + d)
+        q, k, v = (
+            torch.randn(batch, seq, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_() for _ in "qkv"
+        )
+        out = {name: fn(q, k, v, True) for name, fn in IMPLEMENTATIONS.items()}  # autotune, compile
+        worst = max((out[n].float() - out["sdpa_cudnn"].float()).abs().max().item() for n in ("blocks", "padded"))
+        # The outputs' graphs hold q, k and v's gradient accumulators, which remember the stream they
+        # were made on (the default one); backward captured on another stream must make new ones.
+        del out
+        steps = {}
+        for name, fn in IMPLEMENTATIONS.items():
+            for pass_, run in passes(lambda q, k, v, fn=fn: fn(q, k, v, True), q, k, v).items():
+                steps[pass_, "launched", name] = run
+                try:
+                    steps[pass_, "graphed", name] = capture_graph(run, torch.device("cuda"))
+                except GraphUnavailable as error:
+                    print(f"{pass_} {name}: {error}; cause: {str(error.__cause__.__context__).splitlines()[0]}")
+        times = rounds(steps)
+        print(f"\nbatch*heads {batch} seq {seq} d {d}  (max |O - cuDNN| of ours: {worst:.3g})")
+        for (pass_, mode, name), xs in sorted(times.items()):
+            print(f"{pass_:>16} {mode:>8} {name:>10} {statistics.median(xs):8.4f} ms  [{min(xs):.4f}, {max(xs):.4f}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,9 +1,16 @@
+# pinned: c3101e47bad1  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_triton._portable_forward and switches since reverted
 """A/B of one module-level switch of the Gluon forward (lmperf.attention.flash_gluon), in one
 process: each value of the switch interleaved with SDPA cuDNN, rounds of do_bench medians at the
 leaderboard shape, at d = 128, and at the large model's shape (4 x 20 heads x 1024, d 64) replayed
 as a CUDA graph (launching it costs the host more than the kernel takes). Before timing, each value's
 O and L are compared with the portable kernel's, and its forward + backward gradients (the
 backward reads L) with SDPA flash's.
+
+Ran at: 71be283a0430 (ROW_SUM_MMA) and 1fb20af9bbcc (LAZY_RESCALE) (H100 80GB HBM3), output: the tables of
+    notes/flash-hopper.md, variants 16 and 17 (not kept as files)
+Ran at: an uncommitted tree before c13199c68e9b (PINGPONG, H100 80GB HBM3), output: variant 18's table there
+Ran at: df2059ed1037 (SHORT, H100 80GB HBM3), output: notes/flash_hopper/logs/2026-11-25-ab_switch-SHORT.txt
 
     PYTHONPATH=src python notes/flash_hopper/ab_switch.py SWITCH 0 1 [--rounds 7]
 

@@ -1,7 +1,12 @@
+# pinned: 01221c1f8089  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_gluon._launch
 """A/B of flash_gluon's choice of kernel for long rows: the warp-specialized forward (_fwd_ws_kernel,
 as chosen) against _fwd_kernel (warp_specialized() forced False), causal, in one process, 5
 interleaved rounds of do_bench medians; O compared between the two. Shapes: the sweep's batch-1 rows
 past 8192 keys, where the grid has 128 to 512 programs, and the leaderboard's.
+
+Ran at: c3101e47bad1 (H100 80GB HBM3, this script as at 7dde817d4a72, then b2c796b79368), outputs:
+    notes/flash_hopper/logs/2026-11-25-ab_ws_rule-1.txt and -2.txt
 
     PYTHONPATH=src python notes/flash_hopper/ab_ws_rule.py [B x H x N x D[n],...]   (n: not causal)
 """

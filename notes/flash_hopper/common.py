@@ -1,7 +1,10 @@
 """What the variant benchmarks share: SDPA pinned to one backend, the passes they time and the
 interleaved rounds they time them in, the allocator that device-side tensor descriptors
 (tl.make_tensor_descriptor) need for their scratch, the inputs they time, and kernel modules made
-from edited source."""
+from edited source.
+
+Ran at: with the scripts that import it; each of them names its commit.
+"""
 
 import importlib.util
 import tempfile

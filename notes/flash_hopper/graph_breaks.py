@@ -1,7 +1,12 @@
+# pinned: ddc9cbf2f5ce  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_gluon._as_rows
 """Graph breaks and launched cost of one compiled Transformer block, flash_triton against SDPA, and
 the host time of the pieces of our call. On the H100 at 2d30e55 it showed the layout check's
 storage_offset() breaking each block's graph (4.0 ms against SDPA's 2.7 ms launched fwd+bwd);
 fixed in 9098f76.
+
+Ran at: 2d30e55d9a66 (H100 80GB HBM3, as .scratch/explain.py), output: quoted in the message of
+    9098f7674082, which fixed the break (not kept as a file)
 
     PYTHONPATH=src python notes/flash_hopper/graph_breaks.py
 """

@@ -1,4 +1,9 @@
+# pinned: 7efdd7378436  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_gluon._fwd_kernel, _launch and _as_rows, flash_triton._portable_forward
 """Host time of one attention forward call, piece by piece, at a model shape (small, context 512).
+
+Ran at: 35b05cba5d82, fd046ea5a57d and 7efdd7378436 (H100 80GB HBM3), output: the table of
+    notes/flash-hopper.md, "Host time per call" (not kept as a file)
 
 The kernel itself takes tens of microseconds here, so the host decides the launched time: at
 9098f76 our call cost 225 us of host time against SDPA's 34 us (notes/flash-hopper.md).

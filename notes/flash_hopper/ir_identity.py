@@ -1,4 +1,9 @@
+# pinned: 2cc08729ad20  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_triton's kernels by their private names
 """Fingerprints of the portable flash kernels' sm_90 builds, to show that a refactor changed no code.
+
+Ran at: 2cc08729ad20 (CPU, sm_90 builds), on 4f7b3d710f99's src/ and on its own, outputs:
+    notes/flash_hopper/logs/2026-11-25-ir_identity-4f7b3d7.txt and -calls-packed.txt
 
 Compiles _fwd_kernel, _bwd_dkdv_kernel and _bwd_dq_kernel for an H100 on a machine without a GPU,
 at d = 64, 80 and 128, causal and not, tile-multiple lengths and edges, bf16 and fp32: 72 builds,

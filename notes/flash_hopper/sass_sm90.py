@@ -1,5 +1,11 @@
+# pinned: 866acdc26808  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_triton's kernels by their private names
 """Compile a flash kernel for sm_90 as a real launch would specialise it: unit strides ('..d'
-strides) constant 1, pointers and other ints divisible by 16."""
+strides) constant 1, pointers and other ints divisible by 16.
+
+Ran at: df15c42391aa and 866acdc26808 (CPU, sm_90 builds), output: the instruction counts quoted
+    in notes/flash-hopper.md (not kept as files)
+"""
 
 import sys
 

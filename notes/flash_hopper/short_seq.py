@@ -1,6 +1,13 @@
-"""Tiles for the model's short sequences (#21 item 4): at batch 4, 20 and 25 heads (the large and xl
+# pinned: 1e881b9b7872  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_triton._bwd_dkdv_kernel, _bwd_dq_kernel, _configs and _tuned
+"""Tiles for the model's short sequences: at batch 4, 20 and 25 heads (the large and xl
 models), d = 64, context 512 and 1024, where SDPA's train step caught up with ours in the
 in-model slice of 5f9f04996daf. Variants of our kernels against SDPA cuDNN and flash:
+
+Ran at: 5f9f04996daf (H100 80GB HBM3, d = 64), output: the table of notes/flash-hopper.md, "The model's
+    contexts (variant 13)" (not kept as a file)
+Ran at: 1e881b9b7872 (H100 80GB HBM3, 32:1024:80 32:512:80 32:1024:64), output: the table of
+    notes/flash-hopper.md, "The 2.7B model's shape (d = 80)"
 
 - ours: the Gluon forward with 64 x 128 tiles, 2 stages; the portable backward, autotuned (as at
   5f9f04996daf, where this ran);

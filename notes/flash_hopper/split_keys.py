@@ -1,5 +1,10 @@
+# pinned: abb29c09cc9c  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_gluon._sm_count
 """Split-KV for grids that leave SMs idle: the Gluon forward with and without it, against SDPA's
 flash and cuDNN backends, at batch 1 (the sweep's shape), replayed as CUDA graphs, interleaved.
+
+Ran at: abb29c09cc9c (H100 80GB HBM3), output: the table of notes/flash-hopper.md, "Split keys for grids
+    that leave SMs idle" (not kept as a file)
 
     PYTHONPATH=src python notes/flash_hopper/split_keys.py
 """
