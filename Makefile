@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
-CORES ?= 1
+CORES ?= all
 GPU ?= h100
 BIN := $(VENV)/bin
 

@@ -2,31 +2,33 @@
 import ast
 import fnmatch
 import functools
-import glob
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+sys.path.insert(0, os.path.abspath("src"))  # lmperf.gpu_slots imports no torch: the DAG builds fast
+from lmperf.gpu_slots import visible_gpus
 
-def gpu_visible():
-    """Is a CUDA GPU visible? Decided without importing torch, so building the DAG stays fast."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    if glob.glob("/dev/nvidia[0-9]*"):
-        return True
-    if shutil.which("nvidia-smi"):
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-        return "GPU" in listing
-    return False
+# The `device` resource: the GPUs of the machine (a CPU run has one device, the CPU), so a local run
+# starts as many one-GPU measuring jobs at once as there are GPUs, and lmperf.gpu_slots gives each job
+# GPUs of its own. `--resources device=N` on the command line limits them.
+GPUS = visible_gpus()
+if "device" not in workflow.global_resources:
+    workflow.register_resource("device", max(len(GPUS), 1))
 
 
-GRID_NAME = config["grid"] if config["grid"] != "auto" else ("full" if gpu_visible() else "smoke")
+def devices(gpus):
+    """The `device` resource of a measuring job that uses `gpus` GPUs. On a machine with no GPU every
+    measuring job holds the one device, the CPU, so no two measurements overlap."""
+    return gpus if GPUS else 1
+
+
+GRID_NAME = config["grid"] if config["grid"] != "auto" else ("full" if GPUS else "smoke")
 GRID = config["grids"][GRID_NAME]
 E2E = GRID["e2e"]
 WARMUP = GRID["warmup"]

@@ -20,7 +20,7 @@ rule allreduce:
         backend="gloo|nccl",
         world=r"\d+",
     resources:
-        device=1,
+        device=lambda wc: devices(allreduce_gpus(wc.backend, wc.world)),
     params:
         min_bytes=ALLREDUCE["min_bytes"],
         max_bytes=lambda wc: ALLREDUCE["max_bytes"] if wc.backend == "nccl" else ALLREDUCE["gloo_max_bytes"],
@@ -28,6 +28,7 @@ rule allreduce:
         warmup=ALLREDUCE["warmup"],
         iters=ALLREDUCE["iters"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.distributed.torchrun --ranks {wildcards.world}"
         " lmperf.studies.allreduce --backend {wildcards.backend} --min-bytes {params.min_bytes}"
         " --max-bytes {params.max_bytes} --step-factor {params.step_factor}"
@@ -75,11 +76,12 @@ rule ddp_train:
     wildcard_constraints:
         batch=r"\d+",
     resources:
-        device=1,
+        device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
         variants=",".join(DDP["variants"]),
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp train"
         " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
         " --max-seconds {params.max_seconds} --global-batch {wildcards.batch} --variants {params.variants}"
@@ -96,11 +98,12 @@ rule ddp_sharding:
     benchmark:
         "benchmarks/ddp/sharding.tsv"
     resources:
-        device=1,
+        device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp sharding"
         " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
         " --max-seconds {params.max_seconds} --global-batch {params.batch} --out {output} > {log} 2>&1"
@@ -116,12 +119,13 @@ rule ddp_timeline:
     benchmark:
         "benchmarks/ddp/timeline.tsv"
     resources:
-        device=1,
+        device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp timeline"
         " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
         " --max-seconds {params.max_seconds} --global-batch {params.batch} --variants {params.variants}"

@@ -46,6 +46,7 @@ rule e2e:
         ci_halfwidth=E2E["ci_halfwidth"],
         max_seconds=E2E["max_seconds_per_point"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
         " --precision {wildcards.precision} {params.compile_flag} --attention {params.attention}"
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
@@ -113,6 +114,7 @@ rule warmup:
         measured_steps=WARMUP["measured_steps"],
         batch_size=E2E["batch_size"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
         " --modes {wildcards.mode} --batch-size {params.batch_size} --no-graph --max-seconds 0"
         " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"

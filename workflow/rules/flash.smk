@@ -23,6 +23,7 @@ rule flash_leaderboard:
         rep_ms=FLASH["leaderboard"]["rep_ms"],
         rounds=FLASH["leaderboard"]["rounds"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.flash leaderboard --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms}"
         " --rounds {params.rounds} --out {output} > {log} 2>&1"
 
@@ -47,6 +48,7 @@ rule flash_sweep:
         warmup_ms=FLASH["sweep"]["warmup_ms"],
         rep_ms=FLASH["sweep"]["rep_ms"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
         " --seq-lengths {params.seq_lengths} --implementations {params.implementations}"
         " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --out {output} > {log} 2>&1"
@@ -77,6 +79,7 @@ rule attention_sweep:
         steps=ATTN["steps"],
         warmup=ATTN["warmup"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.attention_sweep --d {wildcards.d} --seq-lengths {params.seq_lengths}"
         " {params.compile_flag} --batch {params.batch} --steps {params.steps} --warmup {params.warmup}"
         " --out {output} > {log} 2>&1"

@@ -33,6 +33,7 @@ rule ladder_timed:
         max_seconds=LADDER["max_seconds_per_point"],
         settle_seconds=LADDER["settle_seconds"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.ladder --part timed --size {wildcards.size} --context-length {wildcards.ctx}"
         " --batch-size {params.batch_size} --warmup-steps {params.warmup_steps}"
         " --measured-steps {params.measured_steps} --ci-halfwidth {params.ci_halfwidth}"
@@ -59,6 +60,7 @@ rule ladder:
         check_steps=LADDER["check_steps"],
         settle_seconds=LADDER["settle_seconds"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.ladder --part checked --timed {input.timed} --size {wildcards.size}"
         " --context-length {wildcards.ctx} --batch-size {params.batch_size} --check-steps {params.check_steps}"
         " --settle-seconds {params.settle_seconds} --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"

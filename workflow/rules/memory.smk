@@ -32,6 +32,7 @@ rule memory:
         size=MEMORY["size"],
         steps=MEMORY["steps"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.memory --size {params.size} --context-length {wildcards.ctx}"
         " --mode {wildcards.mode} --precision {wildcards.precision} --steps {params.steps}"
         " --out {output.summary} > {log} 2>&1"

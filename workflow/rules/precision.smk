@@ -18,4 +18,5 @@ rule precision:
     resources:
         device=1,
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.precision {wildcards.experiment} --out {output} > {log} 2>&1"

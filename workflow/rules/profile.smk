@@ -40,6 +40,7 @@ rule profile:
         steps=PROFILE["measured_steps"],
         profiler=PROFILE["profiler"],
     shell:
+        "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.profile --size {wildcards.size} --context-length {wildcards.ctx}"
         " --mode {wildcards.mode} --warmup-steps {params.warmup} --measured-steps {params.steps}"
         " --profiler {params.profiler} --out {output.kernels} > {log} 2>&1"
