@@ -92,6 +92,7 @@ def main(argv=None):
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given after --")
+    os.environ.setdefault("LMPERF_JOB_START", f"{time.time():.3f}")  # lmperf.measure.phases counts from here
     gpus = visible_gpus()
     if "SLURM_JOB_ID" not in os.environ and gpus:
         held = take(gpus, min(args.count, len(gpus)), slots_dir())

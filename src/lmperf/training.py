@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 
 from lmperf.attention import get_attention
+from lmperf.measure.phases import phase
 from lmperf.model import TransformerLM, cross_entropy, model_config
 from lmperf.ranges import profiled_range
 
@@ -30,6 +31,7 @@ def autocast_context(precision: str, device: torch.device) -> AbstractContextMan
     return nullcontext()
 
 
+@phase("build")
 def build_model(
     size: str, context_length: int, device: torch.device, attention: str = "naive", seed: int = 0
 ) -> TransformerLM:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lmperf.measure.phases import phase
 from lmperf.measure.timing import synchronize
 
 QUERY = ("clocks.sm", "power.draw", "power.limit", "temperature.gpu", "clocks_event_reasons.active")
@@ -36,6 +37,7 @@ def nvidia_smi_id(device: torch.device) -> str | None:
     return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
 
 
+@phase("settle")
 def hold(step: Callable[[], object], device: torch.device, seconds: float) -> int:
     """Run ``step`` back to back for ``seconds`` of wall time (at least once); return how many ran.
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmperf.measure.phases import phase, write_split
+
 STATUSES = ("ok", "oom", "skipped", "error")
 
 
@@ -38,11 +40,15 @@ def write_csv_atomic(frame: pd.DataFrame, path: str | os.PathLike) -> None:
         os.fsync(f.fileno())
 
 
-def write_rows(rows: list[dict], path: str | os.PathLike) -> pd.DataFrame:
-    """Rows (dicts with the same keys, one with a 'status') -> CSV at ``path``, atomically."""
+def write_rows(rows: list[dict], path: str | os.PathLike, cost: bool = True) -> pd.DataFrame:
+    """Rows (dicts with the same keys, one with a 'status') -> CSV at ``path``, atomically; then, for a
+    job's main output (``cost``), where the job's time went so far, beside it (lmperf.measure.phases)."""
     bad = [r.get("status") for r in rows if r.get("status") not in STATUSES]
     if bad:
         raise ValueError(f"rows need a status in {STATUSES}, got {bad}")
-    frame = pd.DataFrame(rows)
-    write_csv_atomic(frame, path)
+    with phase("write"):
+        frame = pd.DataFrame(rows)
+        write_csv_atomic(frame, path)
+    if cost:
+        write_split(path)
     return frame

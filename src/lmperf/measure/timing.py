@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lmperf.measure.phases import phase
 from lmperf.measure.stats import converged
 from lmperf.ranges import profiled_range
 
@@ -146,30 +147,32 @@ def measure(
     gc.collect()
     gc.disable()
     try:
-        for name in steps:
-            for _ in range(warmup_steps):
-                if name in live:
-                    run(name, measured=False)
-        start = timeit.default_timer()
-        while live:
-            for name in list(live):
-                run(name, measured=True)
-            counts = [len(timings[n].host_s) for n in live]
-            done = min(counts, default=0)
-            stop = (
-                not counts
-                or max(counts) >= budget.max_steps
-                or done >= budget.min_steps
-                and (
-                    timeit.default_timer() - start > budget.max_seconds
-                    or (done - budget.min_steps) % max(1, done // 8) == 0
-                    and settled(timings)
+        with phase("warmup"):  # compilation and autotuning happen in the first calls
+            for name in steps:
+                for _ in range(warmup_steps):
+                    if name in live:
+                        run(name, measured=False)
+        with phase("timed"):
+            start = timeit.default_timer()
+            while live:
+                for name in list(live):
+                    run(name, measured=True)
+                counts = [len(timings[n].host_s) for n in live]
+                done = min(counts, default=0)
+                stop = (
+                    not counts
+                    or max(counts) >= budget.max_steps
+                    or done >= budget.min_steps
+                    and (
+                        timeit.default_timer() - start > budget.max_seconds
+                        or (done - budget.min_steps) % max(1, done // 8) == 0
+                        and settled(timings)
+                    )
                 )
-            )
-            if agree is not None:
-                stop = agree(stop)
-            if stop:
-                break
+                if agree is not None:
+                    stop = agree(stop)
+                if stop:
+                    break
     finally:
         gc.enable()
     return timings
@@ -217,6 +220,7 @@ def capture_stream_warm(device: torch.device) -> bool:
     return device in _warm_streams
 
 
+@phase("capture")
 def capture_graph(
     step: Step, device: torch.device, pool=None, warmup_steps: int = 1, after_warmup: Callable[[], None] | None = None
 ) -> Step:

@@ -17,6 +17,7 @@ import torch
 from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
 from lmperf.measure import fingerprint, resolve_device, summarize_ms, time_once, write_rows
+from lmperf.measure.phases import phase
 from lmperf.studies import int_list
 
 
@@ -33,10 +34,12 @@ def measure(attention, batch: int, seq: int, d: int, steps: int, warmup: int, de
     cuda = device.type == "cuda"
     q, k, v = (torch.randn(batch, seq, d, device=device, requires_grad=True) for _ in range(3))
     grad = torch.randn(batch, seq, d, device=device)
-    first = _timed(lambda _: attention(q, k, v).backward(grad), 1, device)[0]  # compiles when compiled
-    for _ in range(warmup):
-        attention(q, k, v).backward(grad)
-    forward = _timed(lambda _: attention(q, k, v), steps, device)
+    with phase("warmup"):
+        first = _timed(lambda _: attention(q, k, v).backward(grad), 1, device)[0]  # compiles when compiled
+        for _ in range(warmup):
+            attention(q, k, v).backward(grad)
+    with phase("timed"):
+        forward = _timed(lambda _: attention(q, k, v), steps, device)
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
         before_forward = torch.cuda.memory_allocated(device)
@@ -50,7 +53,8 @@ def measure(attention, batch: int, seq: int, d: int, steps: int, warmup: int, de
     out.backward(grad)
     del out
     # each backward gets a fresh, untimed forward (compiled backward graphs cannot be retained)
-    backward = _timed(lambda out: out.backward(grad), steps, device, setup=lambda: attention(q, k, v))
+    with phase("timed"):
+        backward = _timed(lambda out: out.backward(grad), steps, device, setup=lambda: attention(q, k, v))
     row["peak_mem_mib"] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else float("nan")
     fwd, bwd = summarize_ms(forward), summarize_ms(backward)
     return {

@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
 from lmperf.measure.attention_flops import attention_flops
+from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.studies import int_list
 
@@ -101,6 +102,7 @@ def implementations(compile_ours: bool = False) -> dict:
     }
 
 
+@phase("timed")
 def time_pass(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
     """Median milliseconds of one pass; gradients are reset between runs."""
     from triton.testing import do_bench
@@ -142,6 +144,7 @@ def graphed_pass(attention, q, k, v, causal: bool, pass_: str):
     return capture_graph(step, q.device, warmup_steps=3)  # warm-up autotunes and compiles first
 
 
+@phase("timed")
 def time_graphed(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
     """Median milliseconds of the pass replayed as a CUDA graph (forward, or forward + backward)."""
     from triton.testing import do_bench
@@ -195,6 +198,7 @@ def relative_difference(attention, reference, q, k, v, causal: bool) -> float:
     return max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(*results))
 
 
+@phase("timed")
 def interleaved_medians(timers: dict, rounds: int) -> dict[str, list[float]]:
     """Each timer's result per round, the timers taking turns round after round (A B C A B C ...), so
     that a slow stretch of the run (clocks, power, a neighbour) hits every implementation alike and

@@ -426,7 +426,7 @@ def check_ladder(
     fit, or every rung needs a GPU), and the kernels file says so."""
     if ladder is None:
         if kernels_out:
-            write_rows([{**base, "status": "skipped", "note": "no rung ran"}], kernels_out)
+            write_rows([{**base, "status": "skipped", "note": "no rung ran"}], kernels_out, cost=False)
         return
     run = LadderRun(ladder, rows, settle_seconds, check_steps)
     live = [r for r in ladder.rungs.values() if run.ok(r)]
@@ -442,7 +442,7 @@ def check_ladder(
             kernels = pd.DataFrame(
                 {"rung": [r.name for r in ran], "status": "skipped", "note": "kernel times need a CUDA GPU"}
             )
-        write_rows(kernels.assign(**base).to_dict("records"), kernels_out)
+        write_rows(kernels.assign(**base).to_dict("records"), kernels_out, cost=False)
 
 
 def first_row(rung: Rung, order: int, base: dict, device: torch.device) -> dict:

@@ -33,6 +33,7 @@ import torch
 from lmperf import ranges
 from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, resolve_device, summarize_ms, write_rows
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
+from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
 from lmperf.training import build_model, make_step, random_batch
 
@@ -104,12 +105,14 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd
             "--capture-json",
             str(captured),
         ]
-        subprocess.run(nsys.profile_command(nsys_path, report, child), check=True)
+        with phase("profile"):
+            subprocess.run(nsys.profile_command(nsys_path, report, child), check=True)
         result = json.loads(captured.read_text())
     if result["status"] == "oom":
         raise torch.OutOfMemoryError(result["note"])
     plain = timed(args, device, named_ranges=False)  # after the child: this process holds no GPU memory then
-    activities, nvtx_ranges = nsys.read_report(nsys_path, report)
+    with phase("profile"):
+        activities, nvtx_ranges = nsys.read_report(nsys_path, report)
     spans = spans_by_name(nvtx_ranges)
     if activities.empty or "measured step" not in spans:
         raise RuntimeError(
@@ -221,12 +224,12 @@ def main(argv=None) -> None:
     except torch.OutOfMemoryError as error:
         row = {**base, "status": "oom", "note": str(error).splitlines()[0], **fingerprint(device)}
         write_rows([row], out)
-        write_rows([row], f"{out.with_suffix('')}-timing.csv")
+        write_rows([row], f"{out.with_suffix('')}-timing.csv", cost=False)
         return
     env = fingerprint(device)
     timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
     write_rows([{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")], out)
-    write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv")
+    write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv", cost=False)
     print(
         f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
         f"profiled {timing['profiled_step_ms']:.2f} ms, forward per profiler {timing['profiler_forward_ms']:.2f} ms, "

@@ -1,0 +1,92 @@
+"""Where a measuring job's wall time goes: start, build, warm-up, capture, settle, timed, write.
+
+A GPU run's cost is mostly not its timed steps: process start and imports, building the model,
+compiling and autotuning (in the warm-up steps), capturing CUDA graphs, holding the GPU at its
+power state. Code marks its phases with ``with phase("build"): ...``; nested phases count apart from
+the phase around them. ``write_rows`` (lmperf.measure.rows) marks the "write" phase and then writes
+the split so far beside the job's main output, ``<output>.cost.csv``: one row per phase, in seconds,
+with ``start`` (from the job's start to the first phase: process start, imports, set-up) and
+``other`` (the rest of the time until the write ended), so the rows sum to the job's time up to
+its last write. The job's start is ``LMPERF_JOB_START``, which lmperf.gpu_slots, the first word of
+every measuring job's command, exports; a process started otherwise counts from its own start. The
+report's "Cost of this run" reads these files. Only rank 0 of a multi-process job writes the split.
+"""
+
+import os
+import time
+from contextlib import contextmanager
+
+import pandas as pd
+
+PHASES = ("start", "build", "warmup", "capture", "settle", "timed", "profile", "write", "other")
+
+_seconds: dict[str, float] = {}
+_stack: list[list] = []  # [name, begin, seconds spent in nested phases]
+_first_begin: list[float] = []
+
+
+@contextmanager
+def phase(name: str):
+    """Count the wall time of the block as phase ``name`` (one of PHASES), less its nested phases."""
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; known: {', '.join(PHASES)}")
+    begin = time.time()
+    if not _first_begin:
+        _first_begin.append(begin)
+    _stack.append([name, begin, 0.0])
+    try:
+        yield
+    finally:
+        _, begin, nested = _stack.pop()
+        elapsed = time.time() - begin
+        _seconds[name] = _seconds.get(name, 0.0) + elapsed - nested
+        if _stack:
+            _stack[-1][2] += elapsed
+
+
+def split(now: float | None = None, env=os.environ) -> dict[str, float]:
+    """Seconds per phase from the job's start until ``now``: every phase in PHASES, zero where none ran."""
+    now = time.time() if now is None else now
+    job_start = float(env.get("LMPERF_JOB_START") or _process_start())
+    first = _first_begin[0] if _first_begin else now
+    seconds = {name: 0.0 for name in PHASES}
+    seconds.update(_seconds)
+    seconds["start"] = max(first - job_start, 0.0)
+    seconds["other"] = max(now - job_start - sum(v for k, v in seconds.items() if k != "other"), 0.0)
+    return seconds
+
+
+def sidecar(output: str) -> str:
+    """The cost split's path beside a job's main output: results/x/y.csv -> results/x/y.cost.csv."""
+    return f"{output.removesuffix('.csv')}.cost.csv"
+
+
+def write_split(output: str | os.PathLike, env=os.environ) -> str | None:
+    """Write the split so far beside the job's main output (see the module's docstring); its path, or
+    None on a rank other than 0."""
+    if env.get("RANK", "0") != "0":
+        return None
+    output = str(output)
+    from lmperf.measure.rows import write_csv_atomic  # rows imports this module
+
+    seconds = split(env=env)
+    frame = pd.DataFrame({"phase": list(seconds), "seconds": list(seconds.values())})
+    write_csv_atomic(frame, sidecar(output))
+    return sidecar(output)
+
+
+def _process_start() -> float:
+    """When this process started (the job's start where the pipeline gave none)."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except ImportError:
+        return _first_begin[0] if _first_begin else time.time()
+
+
+def reset() -> None:
+    """Forget the phases recorded so far (for tests)."""
+    _seconds.clear()
+    _stack.clear()
+    _first_begin.clear()
