@@ -192,3 +192,22 @@ def test_compiled_attention_backward_takes_the_output_gradient_in_place():
     assert copies(flash_triton_attention) == []
     assert copies(unmerged) != []
     torch._dynamo.reset()
+
+
+def test_settled_graphed_rows_carry_the_clock_and_power_they_ran_at():
+    """With settle_seconds, a point's replays run untimed first, and every graphed row records the SM
+    clock and power sampled while it was timed (what the e2e-against-ladder check compares)."""
+    spec = BenchmarkSpec(
+        size="small",
+        context_lengths=(128,),
+        precision="bf16",
+        attentions=("naive", "sdpa"),
+        warmup_steps=1,
+        budget=Budget(min_steps=5, max_seconds=1),
+        settle_seconds=0.5,
+    )
+    rows = run_benchmark(spec, modes=("train_step",), device=CUDA)
+    for row in rows:
+        assert row["status"] == "ok" and row["settle_seconds"] == 0.5, row
+        assert row["graphed_gpu_samples"] > 0 and row["graphed_sm_clock_mhz"] > 0, row["graphed_gpu_note"]
+        assert row["graphed_power_w"] > 0

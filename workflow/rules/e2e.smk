@@ -45,6 +45,7 @@ rule e2e:
         measured_steps=E2E["measured_steps"],
         ci_halfwidth=E2E["ci_halfwidth"],
         max_seconds=E2E["max_seconds_per_point"],
+        settle_seconds=E2E["settle_seconds"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
@@ -52,7 +53,7 @@ rule e2e:
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
         " --ci-halfwidth {params.ci_halfwidth} --max-seconds {params.max_seconds}"
-        " --out {output} > {log} 2>&1"
+        " --settle-seconds {params.settle_seconds} --out {output} > {log} 2>&1"
 
 
 # A target too long for one job in a short allocation (a glob of e2e.split_by_context, e.g.

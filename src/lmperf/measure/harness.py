@@ -8,6 +8,9 @@ spent. Every step is timed twice:
 - **launched** from Python, as the handout asks; on a slow host this is the host's time;
 - **graphed**: captured once as a CUDA graph and replayed, the GPU's own time. A row whose
   launched median exceeds the graphed one by more than ``lmperf.measure.timing.HOST_BOUND`` is host-bound.
+  With ``settle_seconds``, the point's replays first run untimed that long, so a large step is timed
+  at the clock and power its own work keeps (an H100 at its power limit slows within about a
+  second); the SM clock and power sampled while the replays are timed go on the rows.
 
 Several attention variants share one model (weights, optimizer state, compiled blocks) and are
 timed in one process, interleaved A B A B, so their ratio compares like with like. One process
@@ -15,11 +18,13 @@ sweeps the context lengths: gradients and optimizer state are dropped between co
 """
 
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import torch
 
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
+from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import (
     Budget,
@@ -48,12 +53,15 @@ class BenchmarkSpec:
     warmup_steps: int = 5
     budget: Budget = field(default_factory=Budget)
     graphed: bool = True
+    settle_seconds: float = 0.0
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.warmup_steps < 0:
             raise ValueError("warmup_steps must be >= 0")
+        if self.settle_seconds < 0:
+            raise ValueError("settle_seconds must be >= 0")
         if not self.context_lengths or min(self.context_lengths) < 1:
             raise ValueError(f"context_lengths must be positive, got {self.context_lengths}")
         if not self.attentions:
@@ -155,14 +163,25 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
             )
         except GraphUnavailable as reason:
             results[attention].update(graphed_median_ms=float("nan"), note=str(reason))
-    for attention, timings in measure(replays, device, 1, spec.budget).items():
+    if replays and spec.settle_seconds:  # into the clock and power that the replays' own work keeps
+        hold(partial(replay_each, replays), device, spec.settle_seconds)
+    with sampled(nvidia_smi_id(device)) as gpu:
+        replayed = measure(replays, device, 1, spec.budget)
+    for attention, timings in replayed.items():
         if timings.error is not None:
             results[attention]["note"] = f"graph replay: {str(timings.error).splitlines()[0]}"
             continue
         results[attention].update(graphed_columns(timings, results[attention]["median_ms"], spec.budget))
+        results[attention].update(gpu.columns("graphed_"))
     del replays
     model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
     return results
+
+
+def replay_each(replays: dict) -> None:
+    """One replay of every variant's graph: what a point holds the GPU with before its graphed timing."""
+    for replay in replays.values():
+        replay()
 
 
 def graphed_columns(timings: Timings, launched_ms: float, budget: Budget) -> dict:

@@ -43,6 +43,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--max-seconds", type=float, default=30.0, help="time budget per point for steps past --measured-steps"
     )
+    p.add_argument(
+        "--settle-seconds", type=float, default=0.0, help="untimed replays before the graphed timing of each point"
+    )
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing")
     p.add_argument("--device", default="auto", help="auto (cuda if available), cuda, cuda:N or cpu")
     p.add_argument("--study", default="e2e", help="label written in the 'study' column")
@@ -64,6 +67,7 @@ def main(argv=None) -> None:
         warmup_steps=args.warmup_steps,
         budget=budget,
         graphed=not args.no_graph,
+        settle_seconds=args.settle_seconds,
     )
     rows = run_benchmark(spec, modes=args.modes, device=resolve_device(args.device))
     for row in rows:
