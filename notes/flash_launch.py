@@ -279,7 +279,7 @@ def pieces(out: Path) -> None:
             ctx.saved_tensors
             return dO, dO, dO, None, None
 
-    out = base_triton.FlashAttentionTriton.apply(q, k, v, True)
+    base_out = base_triton.FlashAttentionTriton.apply(q, k, v, True)
     plan_out = flash_triton.FlashAttentionTriton.apply(q, k, v, True)
     desc = base_gluon._as_rows(q4, 64)[0]
     forward_plan = flash_gluon.Forward(q4, k4, v4, o4, True)
@@ -297,7 +297,7 @@ def pieces(out: Path) -> None:
 
     items = {
         "main: apply, forward (grad)": lambda: base_triton.FlashAttentionTriton.apply(q, k, v, True),
-        "main: backward alone": lambda: out.backward(dO, retain_graph=True),
+        "main: backward alone": lambda: base_out.backward(dO, retain_graph=True),
         "main: check_inputs": lambda: base_triton.check_inputs(q, k, v, True, heads=True),
         "main: 3 x _dense": lambda: [base_triton._dense(x) for x in (q, k, v)],
         "main: flash_gluon.unsupported": lambda: base_gluon.unsupported(q4, k4, v4),
@@ -306,6 +306,11 @@ def pieces(out: Path) -> None:
         "plans: apply, forward (grad)": lambda: flash_triton.FlashAttentionTriton.apply(q, k, v, True),
         "plans: backward alone": lambda: plan_out.backward(dO, retain_graph=True),
         "plans: gluon Forward call": lambda: forward_plan(q4, k4, v4, o4, L),
+        "plans: _forward (plan lookup, allocations, launches)": lambda: flash_triton._forward(q, k, v, True),
+        "plans: 3 x _signature (the plan's key)": lambda: [flash_triton._signature(x) for x in (q, k, v)],
+        "plans: _backward (plan lookup, allocations, launches)": lambda: flash_triton._backward(
+            q, k, v, plan_out, L[0], dO, True
+        ),
         "plans: 3 x _over (descriptor on new storage)": lambda: [flash_gluon._over(desc, x) for x in (q4, k4, v4)],
         "make_tensordesc_arg (TMA encode, per descriptor)": lambda: make_tensordesc_arg(desc, meta),
         "torch.empty_like": lambda: torch.empty_like(q),
@@ -331,6 +336,46 @@ def pieces(out: Path) -> None:
         ):
             f.write(f"\n==== cProfile, {name}, 200 x fwd + sum + bwd at 1 x 1024 x 64 ====\n")
             f.write(profile_text(sum_backward(fn)))
+
+
+def ops_table(fn, rows=25) -> str:
+    """torch.profiler's CPU and CUDA time per op over 20 calls, by self CPU time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=70)
+
+
+def compiled_profile(out: Path) -> None:
+    """Where a compiled forward + backward spends its time, beside the direct call, at 4 x 4096 x 64."""
+    import lmperf_base.attention.flash_triton as base_triton
+    import torch
+    import torch._functorch.config
+
+    from lmperf.attention import flash_triton
+
+    torch._functorch.config.donated_buffer = False
+    q, k, v = inputs(4, 4096, 64)
+    with open(out, "w") as f:
+        for name, module in (("plans", flash_triton), ("main", base_triton)):
+            apply = module.FlashAttentionTriton.apply
+            compiled_apply = torch.compile(apply)
+            explain = torch._dynamo.explain(apply)(q, k, v, True)
+            f.write(f"==== {name}: graphs {explain.graph_count}, breaks {explain.graph_break_count}: "
+                    f"{[str(r.reason)[:200] for r in explain.break_reasons]}\n")  # fmt: skip
+            for label, fn in (("direct", apply), ("compiled", compiled_apply)):
+                run = step(fn, q, k, v, "forward_backward")
+                f.write(f"\n==== {name} {label}: fwd + sum + bwd, host {host_us(run):.1f} us ====\n")
+                f.write(ops_table(run))
+                f.write(profile_text(run, calls=50))
+                f.flush()
 
 
 def compiled(out: Path, rounds: int) -> None:
@@ -371,6 +416,7 @@ def main():
     print(f"commit {COMMIT}, {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     if a.what == "breakdown":
         pieces(out / "breakdown.txt")
+        compiled_profile(out / "compiled_profile.txt")
     elif a.what == "sweep":
         shapes = [(1, seq, d) for d in a.d for seq in a.seqs]
         interleaved(implementations(), shapes, a.passes, a.rounds, out / "sweep.csv")
