@@ -39,10 +39,7 @@ class Launcher:
         if self.compiled is None or knobs.runtime.launch_enter_hook.calls:
             self._through_triton(args)
             return
-        self.launch(
-            *self.grid_xyz, self.stream(self.device), self.function, self.packed_metadata, None, None, None,
-            *args, *self.unbound,
-        )  # fmt: skip
+        self.launch(*self.grid_xyz, self.stream(self.device), *self.fixed, *args, *self.unbound)
 
     def _through_triton(self, args) -> None:
         compiled = self.kernel[self.grid](*args, **self.constexprs)
@@ -54,7 +51,14 @@ class Launcher:
         self.grid_xyz = (*grid, 1, 1)[:3]
         driver = triton.runtime.driver.active
         self.device, self.stream = driver.get_current_device(), driver.get_current_stream
-        self.launch, self.function, self.packed_metadata = compiled.run, compiled.function, compiled.packed_metadata
+        launcher = compiled.run
+        # The launcher's own __call__ allocates scratch memory per call; kernels that need none (ours)
+        # skip it. Its launch() takes, after the grid and stream: the function, the cooperative-grid
+        # and PDL flags, the two scratch buffers, the metadata, the launch metadata and the two hooks.
+        needs_scratch = launcher.global_scratch_size or launcher.profile_scratch_size
+        self.launch = launcher if needs_scratch else launcher.launch
+        flags = () if needs_scratch else (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
+        self.fixed = (compiled.function, *flags, compiled.packed_metadata, None, None, None)
         # the compiled launcher takes every parameter and ignores the constexpr ones, bound when compiled
         self.unbound = (None,) * (len(_jit_function(self.kernel).arg_names) - len(args))
         self.compiled = compiled
