@@ -8,7 +8,10 @@ them: (batch, seq, d), one head.
     # here: main's attention package as lmperf_base (the ops renamed so both register)
     python notes/flash_launch.py base e177c8e .lab/base
     # on the GPU, from a copy of this tree with .lab/base beside src/
-    PYTHONPATH=src:.lab/base python notes/flash_launch.py tests|breakdown|sweep|compile --out DIR
+    PYTHONPATH=src:.lab/base python notes/flash_launch.py breakdown|sweep|compile --out DIR
+
+Ran on an NVIDIA H200 (torch 2.11, Triton 3.6): ``breakdown`` at cdc0da5, ``sweep --rounds 4`` and
+``compile --rounds 3`` at d5894e1 (notes/flash-launch.md has the tables).
 
 Per (implementation, shape, pass) and round:
 - ``launched_ms``: the flash sweep's number (``lmperf.studies.flash.time_pass``: do_bench's median,
@@ -18,8 +21,7 @@ Per (implementation, shape, pass) and round:
 - ``graphed_ms``: the pass replayed as a CUDA graph (``time_graphed``): the GPU's own time, in the
   first round only (it varies far less than the rest);
 - ``host_us``: host time per call, 20 calls issued back to back without a sync, median of 3 such
-  runs: what the host spends, whatever the GPU does meanwhile (where the GPU is the slower, the
-  host waits for the queue and this reads the GPU's time).
+  runs: what the host spends issuing a call, whatever the GPU does meanwhile.
 """
 
 import argparse

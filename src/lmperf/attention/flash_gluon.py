@@ -450,8 +450,9 @@ def _as_rows(x: torch.Tensor, block: int):
 
 def tma_aligned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The tensors, each cloned into fresh storage where its base is not 16-byte aligned, as TMA needs
-    (contiguous() would return a view that starts mid-row as it is). Checked at launch, not in
-    unsupported(): torch.compile breaks its graph on storage_offset and data_ptr."""
+    (contiguous() would return a view that starts mid-row as it is). Checked at run time (in
+    flash_triton, by the plans' key), not in unsupported(): torch.compile breaks its graph on
+    storage_offset and data_ptr."""
     return tuple(x if x.data_ptr() % 16 == 0 else x.clone() for x in tensors)
 
 
