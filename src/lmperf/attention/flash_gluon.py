@@ -33,6 +33,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from lmperf.attention.launch import Launcher
+
 LOG2E = 1.4426950408889634
 BLOCK_M, NUM_WARPS = 64, 4  # 64 query rows: one warpgroup
 HEAD_SIZES = (64, 128)
@@ -448,8 +450,9 @@ def _as_rows(x: torch.Tensor, block: int):
 
 def tma_aligned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The tensors, each cloned into fresh storage where its base is not 16-byte aligned, as TMA needs
-    (contiguous() would return a view that starts mid-row as it is). Checked at launch, not in
-    unsupported(): torch.compile breaks its graph on storage_offset and data_ptr."""
+    (contiguous() would return a view that starts mid-row as it is). Checked at run time (in
+    flash_triton, by the plans' key), not in unsupported(): torch.compile breaks its graph on
+    storage_offset and data_ptr."""
     return tuple(x if x.data_ptr() % 16 == 0 else x.clone() for x in tensors)
 
 
@@ -480,45 +483,74 @@ def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
 
 def forward(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool):
     """Write attention of (batch, heads, n, d) Q, K, V into O (any strides) and its logsumexp into
-    L (batch, heads, n), contiguous. Call only where ``unsupported`` returns ''.
-
-    Under torch.compile this is the custom op ``lmperf::gluon_attention_forward``, so that the
-    compiler calls the launch as it is rather than tracing a Gluon kernel and its host-side TMA
-    descriptors. Run eagerly it launches directly: the op's dispatch costs host time per call."""
-    if torch.compiler.is_compiling():
-        torch.ops.lmperf.gluon_attention_forward(Q, K, V, O, L, is_causal)
-    else:
-        _launch(Q, K, V, O, L, is_causal)
-
-
-def _launch(
-    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, L: torch.Tensor, is_causal: bool
-) -> None:
-    batch, heads, n, d = Q.shape
+    L (batch, heads, n), contiguous. Call only where ``unsupported`` returns ''. One call's plan:
+    repeated calls keep a ``Forward`` instead."""
     Q, K, V = tma_aligned(Q, K, V)
-    key_tile, stages = tiling(n, d)
-    q, k, v = _as_rows(Q, BLOCK_M), _as_rows(K, key_tile), _as_rows(V, key_tile)
-    splits = key_splits(batch * heads * n // BLOCK_M, n // key_tile, _sm_count(Q.device))
-    if warp_specialized(n, splits):
-        k, v = _as_rows(K, 2 * BLOCK_M), _as_rows(V, 2 * BLOCK_M)
-        _fwd_ws_kernel[(n // (2 * BLOCK_M), batch * heads)](
-            q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], LOG2E / math.sqrt(d),
-            IS_CAUSAL=is_causal, STAGES=2, num_warps=NUM_WARPS, maxnreg=WS_LAUNCH_REGS,
-        )  # fmt: skip
-        return
-    O_part = L_part = O  # unused without splits
-    if splits > 1:
-        O_part = torch.empty(splits, batch * heads, n, d, device=Q.device, dtype=torch.float32)
-        L_part = torch.empty(splits, batch * heads, n, device=Q.device, dtype=torch.float32)
-    _fwd_kernel[(n // BLOCK_M * splits, batch * heads)](
-        q[0], k[0], v[0], O, L, n, heads, *q[1:], *k[1:], *v[1:], *O.stride()[:3], O_part, L_part,
-        LOG2E / math.sqrt(d), IS_CAUSAL=is_causal, STAGES=stages, SPLITS=splits, num_warps=NUM_WARPS,
-    )  # fmt: skip
-    if splits > 1:
-        _combine[(n // BLOCK_M, batch * heads)](
-            O_part, L_part, O, L, n, heads, *O.stride()[:3],
-            BLOCK_N=key_tile, IS_CAUSAL=is_causal, SPLITS=splits, D=d, BLOCK_M=BLOCK_M, num_warps=4,
-        )  # fmt: skip
+    Forward(Q, K, V, O, is_causal)(Q, K, V, O, L)
+
+
+def _over(desc: TensorDescriptor, x: torch.Tensor) -> TensorDescriptor:
+    """desc over x's storage: its shape, strides, block and layout as they were checked when it was made."""
+    rebased = object.__new__(TensorDescriptor)
+    rebased.__dict__.update(desc.__dict__, base=x)
+    return rebased
+
+
+def _template(x: torch.Tensor, block: int):
+    """_as_rows(x, block), its descriptor holding no tensor: what a plan keeps."""
+    desc, *place = _as_rows(x, block)
+    desc.base = None
+    return desc, tuple(place)
+
+
+class Forward:
+    """The forward for one signature of (batch, heads, n, d) Q, K, V (shapes, strides, dtype; bases
+    16-byte aligned) and O's strides: kernel, tiling and key splits chosen, descriptors laid out and
+    launches bound once; a call only allocates the split results (if any) and launches.
+
+    A call reads only the storage of its tensors, so (batch, n, d) tensors that were unsqueezed into
+    one head can be passed as they are, and for O its merged (batch, n, heads x d) tensor.
+    """
+
+    def __init__(self, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, is_causal: bool):
+        batch, heads, n, d = Q.shape
+        key_tile, stages = tiling(n, d)
+        self.splits = key_splits(batch * heads * n // BLOCK_M, n // key_tile, _sm_count(Q.device))
+        self.warp_specialized = warp_specialized(n, self.splits)
+        if self.warp_specialized:
+            key_tile = 2 * BLOCK_M
+            self.main = Launcher(
+                _fwd_ws_kernel, (n // (2 * BLOCK_M), batch * heads),
+                IS_CAUSAL=is_causal, STAGES=2, num_warps=NUM_WARPS, maxnreg=WS_LAUNCH_REGS,
+            )  # fmt: skip
+        else:
+            self.main = Launcher(
+                _fwd_kernel, (n // BLOCK_M * self.splits, batch * heads),
+                IS_CAUSAL=is_causal, STAGES=stages, SPLITS=self.splits, num_warps=NUM_WARPS,
+            )  # fmt: skip
+        templates = [_template(x, rows) for x, rows in ((Q, BLOCK_M), (K, key_tile), (V, key_tile))]
+        self.descs = [desc for desc, _ in templates]
+        places = [i for _, place in templates for i in place]
+        self.place = (n, heads, *places, *O.stride()[:3])
+        self.scale_log2 = LOG2E / math.sqrt(d)
+        if self.splits > 1:
+            self.parts = ((self.splits, batch * heads, n, d), (self.splits, batch * heads, n))
+            self.combine = Launcher(
+                _combine, (n // BLOCK_M, batch * heads),
+                BLOCK_N=key_tile, IS_CAUSAL=is_causal, SPLITS=self.splits, D=d, BLOCK_M=BLOCK_M, num_warps=4,
+            )  # fmt: skip
+            self.combine_place = (n, heads, *O.stride()[:3])
+
+    def __call__(self, Q, K, V, O, L) -> None:
+        q, k, v = _over(self.descs[0], Q), _over(self.descs[1], K), _over(self.descs[2], V)
+        if self.warp_specialized:
+            self.main(q, k, v, O, L, *self.place, self.scale_log2)
+        elif self.splits == 1:
+            self.main(q, k, v, O, L, *self.place, O, O, self.scale_log2)  # no split results: O stands in
+        else:
+            O_part, L_part = L.new_empty(self.parts[0]), L.new_empty(self.parts[1])  # float32, as L
+            self.main(q, k, v, O, L, *self.place, O_part, L_part, self.scale_log2)
+            self.combine(O_part, L_part, O, L, *self.combine_place)
 
 
 def warp_specialized(n: int, splits: int) -> bool:
@@ -543,19 +575,8 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-# The op torch.compile sees, registered with the low-level Library API: the dispatcher calls the
-# launch directly, where torch.library.custom_op's Python wrapper cost ~80 us of host time per call on
-# an H100's host (notes/flash_hopper/host_cost.py). It writes O and L and returns nothing.
-_LIBRARY = torch.library.Library("lmperf", "DEF")
-_LIBRARY.define(
-    "gluon_attention_forward(Tensor Q, Tensor K, Tensor V, Tensor(a!) O, Tensor(b!) L, bool is_causal) -> ()"
-)
-_LIBRARY.impl("gluon_attention_forward", _launch, "CUDA")
-torch.library.register_fake("lmperf::gluon_attention_forward", lambda Q, K, V, O, L, is_causal: None, lib=_LIBRARY)
-
-
 def compile_for_sm90(d: int, is_causal: bool, dtype=torch.bfloat16, splits: int = 1, n: int = 4096):
-    """Compile the kernel that _launch would choose for an H100, on any machine (no GPU needed): the
+    """Compile the kernel that Forward would choose for an H100, on any machine (no GPU needed): the
     tests' check that it builds (n keys and the splits choose the kernel and its tiling)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource

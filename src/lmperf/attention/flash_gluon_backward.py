@@ -45,13 +45,15 @@ from lmperf.attention.flash_gluon import (
     WS_CONSUMER_REGS,
     WS_LAUNCH_REGS,
     WS_LOADER_REGS,
-    _as_rows,
     _origin,
+    _over,
     _shared_layout,
+    _template,
     left_operand,
     mma_layout,
     tma_aligned,
 )
+from lmperf.attention.launch import Launcher
 
 ROWS = 64  # keys of each consumer warpgroup, and queries of each streamed tile
 STAGES = gl.constexpr(2)  # ring slots of the streamed pair
@@ -283,40 +285,46 @@ def pays(n: int, programs: int) -> bool:
 def backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
     """Write the gradients of attention of (batch, heads, n, d) Q, K, V into dQ, dK, dV (any strides)
     from its output O, logsumexp L (batch, heads, n, contiguous) and dO. Call only where
-    ``unsupported`` returns ''. Under torch.compile this is the custom op
-    ``lmperf::gluon_attention_backward``, as the forward is ``lmperf::gluon_attention_forward``."""
-    if torch.compiler.is_compiling():
-        torch.ops.lmperf.gluon_attention_backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal)
-    else:
-        _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal)
-
-
-def _launch(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
-    batch, heads, n, d = Q.shape
+    ``unsupported`` returns ''. One call's plan: repeated calls keep a ``Backward`` instead."""
     Q, K, V, dO = tma_aligned(Q, K, V, dO)
-    q, k, v, do = (_as_rows(x, ROWS) for x in (Q, K, V, dO))
-    delta = torch.empty_like(L)
-    dq_acc = torch.empty(batch * heads * n, d, device=Q.device, dtype=torch.float32)  # zeroed with Delta
-    _delta_kernel[(n // ROWS, batch * heads)](
-        O, dO, delta, dq_acc, n, heads, *O.stride()[:3], *dO.stride()[:3], D=d, BLOCK=ROWS
-    )
-    dq_desc = TensorDescriptor(dq_acc, [batch * heads * n, d], [d, 1], [ROWS, d], _shared_layout((ROWS, d), gl.float32))
-    scales = (1 / math.sqrt(d), LOG2E / math.sqrt(d))
-    _bwd_kernel[(n // (2 * ROWS), batch * heads)](
-        q[0], k[0], v[0], do[0], dq_desc, dK, dV, L, delta, n, heads,
-        *q[1:], *k[1:], *v[1:], *do[1:], *dK.stride()[:3], *dV.stride()[:3], *scales,
-        IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS,
-    )  # fmt: skip
-    dQ.copy_(dq_acc.view(batch, heads, n, d))
+    Backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal)(Q, K, V, O, dO, L, dQ, dK, dV)
 
 
-_LIBRARY = torch.library.Library("lmperf", "FRAGMENT")
-_LIBRARY.define(
-    "gluon_attention_backward(Tensor Q, Tensor K, Tensor V, Tensor O, Tensor dO, Tensor L, "
-    "Tensor(a!) dQ, Tensor(b!) dK, Tensor(c!) dV, bool is_causal) -> ()"
-)
-_LIBRARY.impl("gluon_attention_backward", _launch, "CUDA")
-torch.library.register_fake("lmperf::gluon_attention_backward", lambda *args: None, lib=_LIBRARY)
+class Backward:
+    """The backward for one signature of (batch, heads, n, d) Q, K, V, dO (shapes, strides, dtype;
+    bases 16-byte aligned) and the strides of O, dK and dV: descriptors laid out and launches bound
+    once. A call allocates Delta and the fp32 dQ, and launches three kernels: Delta (which also
+    zeroes that dQ), the five products, and dQ's conversion to dQ's dtype and strides.
+
+    As with ``flash_gluon.Forward``, a call reads only the storage of its tensors: (batch, n, d)
+    tensors unsqueezed into one head, and O's merged tensor, can be passed as they are.
+    """
+
+    def __init__(self, Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool):
+        batch, heads, n, d = Q.shape
+        self.delta = Launcher(_delta_kernel, (n // ROWS, batch * heads), D=d, BLOCK=ROWS)
+        self.delta_place = (n, heads, *O.stride()[:3], *dO.stride()[:3])
+        self.dq_shape = (batch * heads * n, d)
+        self.dq_desc = TensorDescriptor(
+            L.new_empty(self.dq_shape), list(self.dq_shape), [d, 1], [ROWS, d], _shared_layout((ROWS, d), gl.float32)
+        )
+        self.dq_desc.base = None
+        templates = [_template(x, ROWS) for x in (Q, K, V, dO)]
+        self.descs = [desc for desc, _ in templates]
+        places = [i for _, place in templates for i in place]
+        scales = (1 / math.sqrt(d), LOG2E / math.sqrt(d))
+        self.place = (n, heads, *places, *dK.stride()[:3], *dV.stride()[:3], *scales)
+        self.main = Launcher(
+            _bwd_kernel, (n // (2 * ROWS), batch * heads), IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS
+        )
+
+    def __call__(self, Q, K, V, O, dO, L, dQ, dK, dV) -> None:
+        delta = torch.empty_like(L)
+        dq_acc = L.new_empty(self.dq_shape)  # float32, as L; zeroed with Delta
+        self.delta(O, dO, delta, dq_acc, *self.delta_place)
+        q, k, v, do = (_over(desc, x) for desc, x in zip(self.descs, (Q, K, V, dO)))
+        self.main(q, k, v, do, _over(self.dq_desc, dq_acc), dK, dV, L, delta, *self.place)
+        dQ.copy_(dq_acc.view(dQ.shape))
 
 
 def compile_for_sm90(is_causal: bool, d: int = 64):

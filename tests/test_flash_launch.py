@@ -1,0 +1,179 @@
+"""FlashAttentionTriton's launch path: plans per signature of the inputs, the Launcher that calls a
+compiled kernel directly after its first call, and the ops torch.compile sees.
+
+On a CPU the kernels run through Triton's interpreter (conftest), where every launch goes through
+Triton; the plans, their keys and the ops are the same. On a GPU the direct launches run too.
+"""
+
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from lmperf.attention import flash_triton
+from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.attention.launch import Launcher
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+INTERPRET = flash_triton.INTERPRET
+
+
+def reference(q, k, v, is_causal):
+    q, k, v = q.double(), k.double(), v.double()
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if is_causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def relative_error(x, ref):
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+def leaves(shape, dtype, seed, layout=None):
+    """Three random leaves of ``shape``; ``layout`` (a permutation) lays them out in another order
+    of the same shape (the model's (batch, seq, heads, d) projections seen as (batch, heads, seq, d))."""
+    g = torch.Generator().manual_seed(seed)
+    if layout is None:
+        return [torch.randn(shape, generator=g).to(DEVICE, dtype).requires_grad_() for _ in range(3)]
+    stored = [shape[i] for i in layout]
+    inverse = [layout.index(i) for i in range(len(shape))]
+    return [
+        torch.randn(stored, generator=g).to(DEVICE, dtype).permute(inverse).detach().requires_grad_() for _ in range(3)
+    ]
+
+
+def forward_backward(fn, q, k, v, grad, causal):
+    for t in (q, k, v):
+        t.grad = None
+    out = fn(q, k, v, causal)
+    out.backward(grad)
+    return [out.detach().clone()] + [t.grad.clone() for t in (q, k, v)]
+
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    """No plans from other tests, and none of this test's left for them."""
+    monkeypatch.setattr(flash_triton, "_PLANS", {})
+
+
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+
+
+@pytest.mark.parametrize(
+    "shape, causal",
+    [((1, 256, 64), True), ((2, 3, 128, 64), False), ((1, 37, 64), True)],
+    ids=["sweep-like", "heads", "ragged"],
+)
+def test_a_planned_call_repeats_the_first_and_matches_float64(shape, causal, fresh_plans):
+    """The first call of a signature goes through Triton (compiling, tuning, planning), later ones
+    through its plan: the same numbers, bit for bit (the default backward is deterministic where
+    the five-product one does not run), and float64's within bf16/fp32 rounding."""
+    q, k, v = leaves(shape, DTYPE, seed=len(shape))
+    grad = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(DEVICE, DTYPE)
+    first = forward_backward(FlashAttentionTriton.apply, q, k, v, grad, causal)
+    planned = len(flash_triton._PLANS)
+    again = forward_backward(FlashAttentionTriton.apply, q, k, v, grad, causal)
+    assert len(flash_triton._PLANS) == planned == 2  # a forward plan and a backward plan, made once
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = reference(q64, k64, v64, causal)
+    ref.backward(grad.double())
+    tol = 2e-2 if DTYPE == torch.bfloat16 else 1e-4
+    for x, r in zip(again, (ref, q64.grad, k64.grad, v64.grad)):
+        assert relative_error(x, r) < 2 * tol
+
+
+def test_each_signature_gets_its_own_plan(fresh_plans):
+    """Another shape, and the same shape laid out with other strides, are other signatures: each is
+    planned for itself, and each call after the first still matches float64. A plan reused across
+    layouts would read the second layout with the first's strides."""
+    causal = True
+    for shape, layout in [((2, 2, 128, 64), None), ((2, 2, 128, 64), (0, 2, 1, 3)), ((1, 2, 256, 64), None)]:
+        q, k, v = leaves(shape, DTYPE, seed=shape[2], layout=layout)
+        grad = torch.randn(shape, generator=torch.Generator().manual_seed(2)).to(DEVICE, DTYPE)
+        for _ in range(2):
+            out, dq, dk, dv = forward_backward(FlashAttentionTriton.apply, q, k, v, grad, causal)
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        ref = reference(q64, k64, v64, causal)
+        ref.backward(grad.double())
+        tol = 2e-2 if DTYPE == torch.bfloat16 else 1e-4
+        for x, r in zip((out, dq, dk, dv), (ref, q64.grad, k64.grad, v64.grad)):
+            assert relative_error(x, r) < 2 * tol
+    assert len(flash_triton._PLANS) == 6
+
+
+def test_the_compiled_wrapper_computes_what_the_direct_call_does(fresh_plans):
+    """Under torch.compile each pass is one op (lmperf::flash_attention_forward / _backward) that runs
+    the same plans: the same output and gradients as the direct call, bit for bit, in both the
+    (batch, seq, d) and the model's merged-heads form. On a CPU the graph runs through aot_eager
+    (inductor would compile C++ around two opaque ops)."""
+    backend = "inductor" if DEVICE == "cuda" else "aot_eager"
+    torch._dynamo.reset()
+    batch, heads, n, d = 2, 2, 128, 64
+    for merged in (False, True):
+        shape = (batch, heads, n, d) if merged else (batch * heads, n, d)
+        q, k, v = leaves(shape, DTYPE, seed=3, layout=(0, 2, 1, 3) if merged else None)
+        out_shape = (batch, n, heads * d) if merged else shape
+        grad = torch.randn(out_shape, generator=torch.Generator().manual_seed(4)).to(DEVICE, DTYPE)
+        direct = lambda q, k, v, c: FlashAttentionTriton.apply(q, k, v, c, merged)  # noqa: E731
+        compiled = torch.compile(direct, backend=backend, fullgraph=True)
+        expected = forward_backward(direct, q, k, v, grad, True)
+        for _ in range(2):
+            got = forward_backward(compiled, q, k, v, grad, True)
+            for a, b in zip(expected, got):
+                assert a.shape == b.shape and a.stride() == b.stride()
+                assert torch.equal(a, b)
+    torch._dynamo.reset()
+
+
+def test_the_ops_fake_outputs_are_laid_out_as_the_real_ones():
+    """The fake implementations tell the compiler the outputs' shapes and strides without running:
+    they must match what the kernels' plans allocate, or compiled code would misread them."""
+    batch, heads, n, d = 2, 3, 128, 64
+    q, k, v = (t.detach() for t in leaves((batch, heads, n, d), DTYPE, seed=5, layout=(0, 2, 1, 3)))
+    real = torch.ops.lmperf.flash_attention_forward(q, k, v, True)
+    out = flash_triton._heads_view(real[0], q)
+    grad = torch.randn_like(out)
+    real_grads = torch.ops.lmperf.flash_attention_backward(q, k, v, out, real[1], grad, True)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fq, fk, fv, fout, fl, fgrad = (mode.from_tensor(t) for t in (q, k, v, out, real[1], grad))
+        fake = torch.ops.lmperf.flash_attention_forward(fq, fk, fv, True)
+        fake_grads = torch.ops.lmperf.flash_attention_backward(fq, fk, fv, fout, fl, fgrad, True)
+    for a, b in zip((*real, *real_grads), (*fake, *fake_grads)):
+        assert (a.shape, a.stride(), a.dtype) == (b.shape, b.stride(), b.dtype)
+
+
+@triton.jit
+def _scaled_copy(X, Y, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * factor, mask=offs < n)
+
+
+_tuned_copy = triton.autotune(
+    configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"], do_bench=lambda *a, **k: 1.0
+)(_scaled_copy)
+
+
+@pytest.mark.parametrize("tuned", [False, True], ids=["plain", "autotuned"])
+def test_launcher_repeats_the_launch_on_new_storage(tuned):
+    """Launcher: the first call goes through Triton, later ones straight to the compiled kernel, on
+    the grid the first resolved (an autotuned kernel's from the config it chose). Each call reads
+    and writes the tensors it is given."""
+    n = 1000
+    if tuned:
+        launch = Launcher(_tuned_copy, lambda meta: (triton.cdiv(n, meta["BLOCK"]),), interpret=INTERPRET)
+    else:
+        launch = Launcher(_scaled_copy, (triton.cdiv(n, 128),), interpret=INTERPRET, BLOCK=128)
+    for factor in (2.0, 3.0, -0.5):
+        x = torch.randn(n, device=DEVICE)
+        y = torch.full_like(x, float("nan"))
+        launch(x, y, n, factor)
+        assert torch.equal(y, x * factor)
+    assert (launch.compiled is None) == INTERPRET
