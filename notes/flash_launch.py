@@ -10,8 +10,8 @@ them: (batch, seq, d), one head.
     # on the GPU, from a copy of this tree with .lab/base beside src/
     PYTHONPATH=src:.lab/base python notes/flash_launch.py breakdown|sweep|compile --out DIR
 
-Ran on an NVIDIA H200 (torch 2.11, Triton 3.6): ``breakdown`` at cdc0da5, ``sweep --rounds 4`` and
-``compile --rounds 3`` at d5894e1 (notes/flash-launch.md has the tables).
+Ran at: cdc0da5 (NVIDIA H200, torch 2.11, Triton 3.6), ``breakdown``, output: notes/flash-launch.md
+Ran at: d5894e1 (NVIDIA H200), ``sweep --rounds 4`` and ``compile --rounds 3``, output: notes/flash-launch.md
 
 Per (implementation, shape, pass) and round:
 - ``launched_ms``: the flash sweep's number (``lmperf.studies.flash.time_pass``: do_bench's median,
