@@ -81,7 +81,7 @@ def predictions(
         return pd.Series(dtype=float), {}, "no local variant measured its backward"
     if len(fit) and fit["status"].iloc[0] == "ok":
         o, w = fit["overhead_us"].iloc[0] / 1e6, fit["bandwidth_gbps"].iloc[0] * 1e9
-        cost, source = fitted_cost(o, w), f"the fit, o = {num(o * 1e6, 1)} µs and w = {num(w / 1e9)} GB/s"
+        cost, source = fitted_cost(o, w), f"the fit, o = {num(o * 1e3, 3)} ms and w = {num(w / 1e9)} GB/s"
     elif len(swept) and swept["bytes"].nunique() >= 2:
         cost = swept_cost(swept["bytes"], swept["median_ms"] / 1e3)
         why = f"the fit was refused ({fit['note'].iloc[0]})" if len(fit) else "no fit was made"

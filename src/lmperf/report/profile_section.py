@@ -6,7 +6,7 @@ import re
 import pandas as pd
 
 from lmperf.model import model_config
-from lmperf.report.markdown import change, drop_empty, num, ok, pct, span, table
+from lmperf.report.markdown import change, drop_empty, num, ok, pct, plural, span, table
 from lmperf.report.style import sort_by_size
 
 # Softmax per score element: max, subtract, exp, sum, divide.
@@ -217,9 +217,9 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
         )
         out += [
             f"(a) The profiler's forward time differs from the e2e study's unprofiled launched median by up to "
-            f"{pct(checked['agreement'].abs().max())} at {len(checked)} point(s) (worst: {worst['size']}, context "
-            f"{worst['context_length']}, {'longer' if worst['agreement'] >= 0 else 'shorter'} under the profiler)"
-            f"{graphed_part}."
+            f"{pct(checked['agreement'].abs().max())} at {plural(len(checked), 'point')} (worst: {worst['size']}, "
+            f"context {worst['context_length']}, "
+            f"{'longer' if worst['agreement'] >= 0 else 'shorter'} under the profiler){graphed_part}."
             + (
                 " The forward range's span includes every gap in which the GPU waits for the host (and for the "
                 "profiler's own per-launch work); the busy fractions below say how much of it is kernel time."
@@ -263,7 +263,7 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
             lead = f"(b) `{short_name(forward)}` leads the forward pass"
             if isinstance(train, str):  # a point whose train step was not profiled says nothing of it
                 lead += "; the train step is led by " + (
-                    "the same kernel" if forward == train else f"`{short_name(train)}`"
+                    f"the same {kernel}" if forward == train else f"`{short_name(train)}`"
                 )
             parts.append(lead)
         elif isinstance(train, str):

@@ -13,9 +13,10 @@ from lmperf.report.comm_section import human_bytes
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, gpu_bound, handout_model, speedup
 from lmperf.report.ladder_section import claim
 from lmperf.report.ladder_section import speedup as rung_speedup
-from lmperf.report.markdown import num, ok, pct, ratio
+from lmperf.report.markdown import num, ok, pct, plural, ratio
 from lmperf.report.memory_section import AT_PEAK, E2E_AGREEMENT, e2e_agreement, peak
 from lmperf.report.profile_section import answers, short_name
+from lmperf.report.style import sort_by_size
 
 
 def faster(value: float) -> str:
@@ -60,7 +61,7 @@ def profile_finding(kernels: pd.DataFrame | None, timing: pd.DataFrame | None, e
     """The top forward kernel (operator on a CPU), the GEMM share, and the profiler against the e2e study."""
     if kernels is None or timing is None or ok(kernels).empty or ok(timing).empty:
         return None
-    rows = answers(kernels, timing, e2e)
+    rows = sort_by_size(answers(kernels, timing, e2e), ["size", "context_length"])
     top = rows.dropna(subset=["top_forward"]) if "top_forward" in rows else rows.iloc[:0]
     if top.empty:
         return None
@@ -76,8 +77,8 @@ def profile_finding(kernels: pd.DataFrame | None, timing: pd.DataFrame | None, e
     if "agreement" in rows and rows["agreement"].notna().any():
         worst = rows["agreement"].abs().max()
         line += (
-            f" Check: the profiled forward is within {pct(worst)} of the e2e study's unprofiled median "
-            f"({len(rows['agreement'].dropna())} point(s))."
+            f" Check: the profiled forward differs from the e2e study's unprofiled median by up to {pct(worst)} "
+            f"({plural(len(rows['agreement'].dropna()), 'point')})."
         )
     return line + " " + see("Profiling")
 
