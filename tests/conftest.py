@@ -117,3 +117,36 @@ def markdown_tables(text: str, after: str) -> list[list[str]]:
             break
         rows.append([cell.strip() for cell in line.strip("|").split("|")])
     return rows
+
+
+def table_cells(row: str) -> list[str]:
+    """The cells of a Markdown table row as GFM splits it: at every pipe not escaped by a backslash."""
+    row = row.strip().removeprefix("|")
+    if row.endswith("|") and not row.endswith("\\|"):
+        row = row[:-1]
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
+
+
+def table_problems(text: str, width: int = 200) -> list[str]:
+    """What keeps the Markdown's tables from reading right, as GFM (markdown-it-py) renders them: a
+    line that starts like a table row but is in no table, a row whose cells are not its header's, a
+    row wider than ``width`` characters. Empty when every table renders and fits a screen."""
+    from markdown_it import MarkdownIt
+
+    lines = text.splitlines()
+    tabled, problems = set(), []
+    for token in MarkdownIt("commonmark").enable("table").parse(text):  # GFM tables
+        if token.type != "table_open":
+            continue
+        start, end = token.map
+        tabled.update(range(start, end))
+        header = table_cells(lines[start])
+        for n in range(start, end):
+            if len(table_cells(lines[n])) != len(header):
+                problems.append(f"line {n + 1}: {len(table_cells(lines[n]))} cells under {len(header)}: {lines[n]}")
+            if len(lines[n]) > width:
+                problems.append(f"line {n + 1}: {len(lines[n])} characters wide: {lines[n][:80]}…")
+    for n, line in enumerate(lines):
+        if line.lstrip().startswith("|") and n not in tabled:
+            problems.append(f"line {n + 1}: not in any table GFM renders: {line}")
+    return problems

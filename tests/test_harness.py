@@ -42,6 +42,18 @@ def test_peak_table_is_specific_first():
     assert peak_tflops("x86_64", "fp32") is None
 
 
+def test_a_cpu_is_named_by_its_model(tmp_path):
+    from lmperf.measure.env import cpu_model, device_name
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC  7B13 64-Core Processor\n")
+    assert cpu_model(str(cpuinfo)) == "AMD EPYC 7B13 64-Core Processor"
+    assert cpu_model(str(tmp_path / "absent")) != ""  # no cpuinfo: the platform's name, never empty
+    proc = Path("/proc/cpuinfo")
+    if proc.exists() and "model name" in proc.read_text():  # this machine names its model: rows carry it
+        assert device_name(CPU) == cpu_model() and device_name(CPU) not in ("x86_64", "aarch64")
+
+
 def test_spec_rejects_bad_values():
     with pytest.raises(ValueError, match="precision"):
         BenchmarkSpec("nano", (16,), precision="fp8")

@@ -2,11 +2,13 @@
 
 import pandas as pd
 import pytest
+import torch
 
 from lmperf.memory_trace import (
     at_peak,
     attribute,
     events_before,
+    events_from_profiler,
     events_from_snapshot,
     largest_allocations,
     live_bytes,
@@ -166,8 +168,47 @@ def test_cpu_fallback_records_the_first_and_the_steady_step(tmp_path):
     ]
     assert len(phases) == 1 + 3 * 3 and phases["trace_position"].is_monotonic_increasing
     assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-allocations.csv")) > 0
-    assert len(pd.read_csv(tmp_path / "fp32-train_step-ctx32-timeline.csv")) > 0
+    series = pd.read_csv(tmp_path / "fp32-train_step-ctx32-timeline.csv")
+    live = series.drop(columns=["event", "step", "mode", "precision", "context_length"])
+    assert list(live.columns) == ["weights", "optimizer state", "gradients", "activations and temporaries"]
+    assert (live >= 0).all(axis=None)  # every free is matched to its block by address
+    # at the steady peak the trace holds the weights and AdamW's m and v, each of the computed size
+    steady = rows.loc["steady"]
+    assert steady["peak_weights_mib"] == pytest.approx(4 * steady["params"] / MiB, rel=0.01)
+    assert steady["peak_optimizer_mib"] == pytest.approx(8 * steady["params"] / MiB, rel=0.01)
     assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob("*.html"))  # data only
+
+
+def test_live_memory_is_never_negative_when_blocks_made_before_the_trace_are_freed():
+    """torch.profiler's trace starts with blocks already live; their frees must not be subtracted
+    from what the trace saw (the train step's timeline went below zero when they were)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    made_before = [torch.ones(MiB // 4) for _ in range(4)]  # 4 MiB live before recording starts
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        kept = torch.ones(MiB // 4)  # 1 MiB
+        made_before.clear()  # frees the 4 MiB made before
+        doubled = kept * 2  # 1 MiB more, then freed
+        del doubled
+    events = events_from_profiler(prof)
+    live = live_bytes(events)
+    assert (live >= 0).all()
+    assert live.max() == pytest.approx(2 * MiB, abs=64) and live.iloc[-1] == MiB  # (and a scalar or two)
+    made = events[(events["action"] == "alloc") & (events["size"] == MiB)]
+    assert len(made) == 2 and made["frame"].str.startswith("op aten::").all()  # each names the op that made it
+    del kept
+
+
+def test_a_free_of_a_block_the_trace_did_not_see_allocated_is_ignored():
+    events = pd.DataFrame(
+        {
+            "action": ["free", "alloc", "free", "free"],
+            "addr": [7, 1, 1, 8],
+            "size": [6 * MiB, 2 * MiB, 2 * MiB, MiB],
+            "frame": ["", "op aten::mm", "", ""],
+        }
+    )
+    assert list(live_bytes(events)) == [0, 2 * MiB, 0, 0]
 
 
 def test_one_step_is_refused(tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import table_problems
 from lmperf.report import cost, render
 from lmperf.report.e2e_analysis import physics_violations
 
@@ -31,9 +32,11 @@ def readme_of(directory: Path) -> str:
 
 
 def assert_rendered(directory: Path, rendered: str) -> None:
-    """A slice's sections.md is what the renderer makes of its CSVs, and every figure it links is a PNG."""
+    """A slice's sections.md is what the renderer makes of its CSVs, its every table renders as a GFM
+    table that fits a screen, and every figure it links is a PNG."""
     text = (directory / "sections.md").read_text()
     assert text == rendered
+    assert table_problems(text) == []
     for image in re.findall(r"\]\((figures/[^)]+\.png)\)", text):
         assert (directory / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -130,9 +133,9 @@ def test_memory_and_ddp_slice_says_what_its_sections_show():
     larger = sections.split("### Global batch 16")[1].split("##")[0]
     assert "(bar: within a factor of 2: **met**)" in larger or "Why the model misses" in larger
     for pattern in (
-        r"measured / predicted exposed communication: ([\d.]+)× to ([\d.]+)×",
-        r"backward runs ([\d.]+) to ([\d.]+) ms longer",
-        r"account for ([\d.]+%) to ([\d.]+%)",
+        r"measured / predicted exposed communication: ([\d.]+)–([\d.]+)×",
+        r"backward runs longer than local's by ([\d.]+)–([\d.]+) ms",
+        r"account for ([\d.]+%)–([\d.]+%)",
     ):
         low, high = re.search(pattern, larger).groups()
         assert f"{low}" in readme and f"{high}" in readme, pattern

@@ -32,27 +32,42 @@ def our_frame(frames: list[dict]) -> str:
     return ""
 
 
-def events_from_profiler(function_events) -> pd.DataFrame:
-    """Signed self memory of each op, in start order: a positive delta is an allocation, labelled
-    with the op that made it ("op aten::mm": torch 2.13's profiler fails on CPU with
-    with_stack=True, so no Python frame is known), a negative one a free of that many bytes.
-    ``start_us`` is the op's start on the profiler's clock, to place other events among these."""
+def profiler_events(prof) -> list:
+    """Every event of a finished torch.profiler run (ops, ranges, allocations and frees), in start
+    order: the profiler's event tree, flattened."""
+    found, todo = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while todo:
+        event = todo.pop()
+        found.append(event)
+        todo.extend(event.children)
+    return sorted(found, key=lambda e: e.start_time_ns)
+
+
+def events_from_profiler(prof) -> pd.DataFrame:
+    """The allocations and frees that torch.profiler(profile_memory=True) recorded, in order, each with
+    the block's address: an allocation is labelled with the op that made it ("op aten::mm": torch
+    2.13's profiler fails on CPU with with_stack=True, so no Python frame is known). A block allocated
+    before the profiler started has no allocation here, and the profiler reports no free of it, so
+    live memory counts only what the trace saw and never goes below zero. ``start_ns`` is the event's
+    time on the profiler's clock, to place other events (phase boundaries) among these."""
+    from torch._C._profiler import _EventType
+
     rows = []
-    for e in sorted(function_events, key=lambda e: e.time_range.start):
-        delta = e.self_cpu_memory_usage if e.name != "[memory]" else e.cpu_memory_usage
-        if delta > 0:
-            rows.append(
-                {
-                    "action": "alloc",
-                    "addr": f"op{e.id}",
-                    "size": delta,
-                    "frame": f"op {e.name}",
-                    "start_us": e.time_range.start,
-                }
-            )
-        elif delta < 0:
-            rows.append({"action": "free", "addr": None, "size": -delta, "frame": "", "start_us": e.time_range.start})
-    return pd.DataFrame(rows, columns=["action", "addr", "size", "frame", "start_us"])
+    for event in profiler_events(prof):
+        if event.tag != _EventType.Allocation:
+            continue
+        fields = event.extra_fields
+        freed = fields.alloc_size < 0
+        rows.append(
+            {
+                "action": "free" if freed else "alloc",
+                "addr": fields.ptr,
+                "size": abs(fields.alloc_size),
+                "frame": "" if freed or event.parent is None else f"op {event.parent.name}",
+                "start_ns": event.start_time_ns,
+            }
+        )
+    return pd.DataFrame(rows, columns=["action", "addr", "size", "frame", "start_ns"])
 
 
 def events_from_snapshot(snapshot: dict, device: int = 0) -> pd.DataFrame:
@@ -82,28 +97,28 @@ def events_before(events: pd.DataFrame, trace_length: int) -> int:
 
 def live_bytes(events: pd.DataFrame) -> pd.Series:
     """Bytes allocated and not yet freed after each event. Frees of blocks allocated before the trace
-    began are ignored, so the series starts from what the trace saw; a free without an address
-    (torch.profiler's) subtracts its size."""
+    began are ignored, so the series starts from what the trace saw and is never negative."""
     return live_by(events.assign(_all=""), "_all")[""]
 
 
 def live_by(events: pd.DataFrame, column: str) -> pd.DataFrame:
     """Live bytes after each event, split by the allocation's value of ``column``: a free is charged
-    to the value its block was allocated with. torch.profiler's frees carry no address, so they are
-    charged to the value "" (which then holds negative bytes: only the total is meaningful there)."""
+    to the value its block was allocated with; a free of a block the trace did not see allocated is
+    ignored."""
     keys = list(dict.fromkeys(events.loc[events["action"] == "alloc", column]))
     if "" not in keys:
         keys.append("")
     owner, current, out = {}, dict.fromkeys(keys, 0), []
     for action, addr, size, key in zip(events["action"], events["addr"], events["size"], events[column]):
         if action == "alloc":
+            if addr in owner:  # a block allocated again without its free recorded: it is replaced
+                previous, freed = owner[addr]
+                current[previous] -= freed
             owner[addr] = (key, size)
             current[key] += size
         elif addr in owner:
             key, freed = owner.pop(addr)
             current[key] -= freed
-        elif pd.isna(addr):  # torch.profiler's frees carry no address, only their size
-            current[""] -= size
         out.append(dict(current))
     return pd.DataFrame(out, columns=keys, index=events.index).fillna(0).astype("int64")
 
@@ -151,8 +166,15 @@ def shape_names(cfg, batch: int, context: int, parameter_shapes: list[tuple[int,
     names: dict[int, list[str]] = {}
     for name, (numel, widths) in tensors.items():
         for width in widths:
-            names.setdefault(_rounded(numel * width), []).append(f"{name} {WIDTHS[width]}")
+            for size in sizes_of(numel * width):
+                names.setdefault(size, []).append(f"{name} {WIDTHS[width]}")
     return names
+
+
+def sizes_of(nbytes: int) -> set[int]:
+    """The sizes an allocation of ``nbytes`` is recorded with: as asked (the CPU allocator) and rounded
+    up as the CUDA caching allocator rounds it."""
+    return {nbytes, _rounded(nbytes)}
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -221,7 +243,7 @@ def attribute(
     memory budget: weights, optimizer state, gradients, activations and temporaries)."""
     events = label_stages(events, phases)
     names = shape_names(cfg, batch, context, parameter_shapes)
-    parameter_bytes = {_rounded(_numel(s) * 4) for s in parameter_shapes}
+    parameter_bytes = {size for s in parameter_shapes for size in sizes_of(_numel(s) * 4)}
     events["what"] = [
         what(s, st, sg, names, parameter_bytes, precision) if a == "alloc" else ""
         for a, s, st, sg in zip(events["action"], events["size"], events["step"], events["stage"])
@@ -277,13 +299,9 @@ def at_peak(events: pd.DataFrame, step: int) -> dict:
 
 def timeline_series(events: pd.DataFrame, max_points: int = 2000) -> pd.DataFrame:
     """Live MiB per category after each event, thinned to at most ``max_points`` rows (every k-th
-    event, and each category's own peak kept), for the timeline figure."""
-    if events.loc[events["action"] == "free", "addr"].isna().any():
-        # torch.profiler's frees carry no address, so they cannot be charged to a category: the total only
-        live = live_bytes(events).to_frame("all allocations") / 2**20
-    else:
-        live = live_by(events, "category").drop(columns="", errors="ignore")
-        live = live.reindex(columns=[c for c in CATEGORIES if c in live], fill_value=0) / 2**20
+    event, and the peak of the total kept), for the timeline figure."""
+    live = live_by(events, "category").drop(columns="", errors="ignore")
+    live = live.reindex(columns=[c for c in CATEGORIES if c in live], fill_value=0) / 2**20
     total = live.sum(axis=1)
     keep = set(range(0, len(live), max(1, len(live) // max_points))) | ({int(total.idxmax())} if len(total) else set())
     out = live.loc[sorted(keep)]

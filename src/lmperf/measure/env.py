@@ -40,10 +40,29 @@ def git_commit() -> str:
     return commit
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name ("AMD EPYC 7B13"), as Linux's /proc/cpuinfo or macOS's sysctl names it;
+    the architecture ("x86_64") only where neither says more."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        named = _run(["sysctl", "-n", "machdep.cpu.brand_string"])
+        if named:
+            return named
+    return platform.processor() or platform.machine() or "cpu"
+
+
 def device_name(device: torch.device) -> str:
+    """The device's model: the GPU's name, or the CPU's."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine() or "cpu"
+    return cpu_model()
 
 
 @functools.cache

@@ -106,7 +106,8 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         for mode in modes:
             step = make_step(mode, model, optimizer, tokens, targets, spec.precision, device)
             point = {**base, "context_length": ctx, "mode": mode}
-            for attention, result in time_point(step, model, spec, device).items():
+            held = partial(between_steps, model, optimizer, tokens, targets)
+            for attention, result in time_point(step, model, spec, device, held).items():
                 row = {**point, "attention": attention, **result, **env}
                 if row["status"] == "ok":
                     row.update(
@@ -130,8 +131,9 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     return rows
 
 
-def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[str, dict]:
-    """Launched, then graphed timings of ``step`` with each attention variant, interleaved."""
+def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None) -> dict[str, dict]:
+    """Launched, then graphed timings of ``step`` with each attention variant, interleaved; ``held()``
+    lists the tensors that live between steps, for the peak memory on a CPU (``steady_peak_gib``)."""
     launched = measure(
         {a: step for a in spec.attentions},
         device,
@@ -146,7 +148,7 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device) -> dict[s
         else:
             results[attention] = {"status": "ok", "note": "", **launched_columns(timings, spec.budget)}
             use_attention(model, attention)
-            results[attention]["peak_mem_gib"] = steady_peak_gib(step, device)
+            results[attention]["peak_mem_gib"] = steady_peak_gib(step, device, held, model)
     if not spec.graphed:
         return results
 
@@ -209,14 +211,41 @@ def launched_columns(timings: Timings, budget: Budget) -> dict:
     }
 
 
-def steady_peak_gib(step, device: torch.device) -> float:
-    """Peak allocated memory of one more step, well past the first: optimizer state exists (steady state)."""
-    if device.type != "cuda":
+def steady_peak_gib(step, device: torch.device, held=None, model: torch.nn.Module | None = None) -> float:
+    """Peak allocated memory of one more step, well past the first: optimizer state exists (steady state).
+
+    On CUDA, the allocator's peak. A CPU keeps no such statistic, so there (given ``held``, a callable
+    listing the tensors that live between steps: weights, buffers, optimizer state, the batch) the
+    peak is those tensors' bytes plus the most that the step itself holds at once, from
+    torch.profiler's allocation trace. The model's gradients are dropped first, as the step's own
+    ``zero_grad(set_to_none=True)`` does: the profiler sees no free of a block made before it started.
+    """
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    if held is None:
         return float("nan")
-    torch.cuda.reset_peak_memory_stats(device)
-    step()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) / 2**30
+    from torch.profiler import ProfilerActivity, profile
+
+    from lmperf.memory_trace import events_from_profiler, live_bytes
+
+    if model is not None:
+        model.zero_grad(set_to_none=True)
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in held() if t is not None}
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    live = live_bytes(events_from_profiler(prof))
+    return (sum(storages.values()) + (live.max() if len(live) else 0)) / 2**30
+
+
+def between_steps(model: torch.nn.Module, optimizer, *batch: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors that live from one step to the next: weights, buffers, gradients, the optimizer's
+    state (AdamW's m and v) and the batch."""
+    state = [v for per in optimizer.state.values() for v in per.values() if isinstance(v, torch.Tensor)]
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return [*model.parameters(), *model.buffers(), *grads, *state, *batch]
 
 
 def _rates(row: dict, cfg, batch_size: int, ctx: int, mode: str, peak: float | None) -> dict:

@@ -3,7 +3,7 @@ time = o + bytes/w to it, with the fits that were refused and why."""
 
 import pandas as pd
 
-from lmperf.report.markdown import num, ok, table
+from lmperf.report.markdown import num, ok, table, time_unit
 
 
 def human_bytes(n: float) -> str:
@@ -27,9 +27,11 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
     if rows.empty:
         return "\n".join(out)
     rows = rows.sort_values(["backend", "world_size", "bytes"])
+    clocks = {"nccl": "CUDA events for NCCL on GPUs", "gloo": "the host clock for gloo on CPU ranks"}
+    clock = "; ".join(clocks[b] for b in clocks if b in set(rows["backend"]))
     out += [
         f"float32 tensors, as nccl-tests times them: per size {int(rows['warmup'].min())} warm-up all-reduces, then "
-        f"{int(rows['iters'].min())} timed ones back to back (CUDA events on a GPU, the host clock for gloo on CPU); "
+        f"{int(rows['iters'].min())} timed ones back to back ({clock}); "
         "an iteration's time is the slowest rank's. Median with its bootstrap 95% CI; bandwidths from the median; "
         "bus bandwidth = algorithm bandwidth × 2(n−1)/n.",
         "",
@@ -54,10 +56,12 @@ def render(allreduce: pd.DataFrame, fits: pd.DataFrame) -> str:
     ]
     for (backend, world), group in rows.groupby(["backend", "world_size"]):
         small, large = group.iloc[0], group.iloc[-1]
+        factor, unit = time_unit([small["median_ms"], large["median_ms"]])
+        digits = 1 if unit == "µs" else 3
         out.append(
-            f"- {backend}, {world} ranks ({group['device_name'].iloc[0]}): {num(small['median_ms'] * 1e3, 1)} µs "
-            f"at {human_bytes(small['bytes'])} (busbw {num(small['busbw_gbps'], 3)} GB/s) and "
-            f"{num(large['median_ms'], 3)} ms at {human_bytes(large['bytes'])} "
+            f"- {backend}, {world} ranks ({group['device_name'].iloc[0]}): {num(small['median_ms'] * factor, digits)} "
+            f"{unit} at {human_bytes(small['bytes'])} (busbw {num(small['busbw_gbps'], 3)} GB/s) and "
+            f"{num(large['median_ms'] * factor, digits)} {unit} at {human_bytes(large['bytes'])} "
             f"(busbw {num(large['busbw_gbps'])} GB/s)."
         )
     out += ["", "![All-reduce bus bandwidth](figures/allreduce_busbw.png)", ""]

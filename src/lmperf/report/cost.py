@@ -7,6 +7,10 @@ the full grid costs on their GPU before they start it.
 
 A benchmark file holds the wall time of the job's last run, so a study measured over several
 invocations (slices of a grid) is charged what each of its current results cost.
+
+GPU-minutes count only the jobs that held a GPU: ``--gpus`` gives the GPUs each job's rule claims on a
+GPU machine, and the job's own result rows (``results/`` mirrors ``benchmarks/``) say where it ran: a
+job whose rows were measured on a CPU (``device_type``) held none, so a CPU-only run costs no GPU time.
 """
 
 import argparse
@@ -18,21 +22,56 @@ from lmperf.measure.rows import write_csv_atomic
 from lmperf.report.markdown import num, table
 
 
+def result_of(benchmark: str) -> Path:
+    """The result file of the job that wrote this benchmark file: benchmarks/X.tsv -> results/X.csv."""
+    parts = Path(benchmark).parts
+    at = parts.index("benchmarks")
+    return Path(*parts[:at], "results", *parts[at + 1 :]).with_suffix(".csv")
+
+
+def device_type(result: Path) -> str:
+    """Where a job ran, from its rows: "cuda" if any row was measured on a GPU, else the rows' device
+    type ("cpu"); "" where there is no result file with that column to say."""
+    if not result.exists():
+        return ""
+    rows = pd.read_csv(result, usecols=lambda c: c == "device_type")
+    if "device_type" not in rows or rows.empty:
+        return ""
+    types = set(rows["device_type"].dropna().astype(str))
+    return "cuda" if "cuda" in types else ",".join(sorted(types))
+
+
 def collect(paths: list[str], gpus: list[int]) -> pd.DataFrame:
-    """One row per job: its study (the folder under benchmarks/), wall seconds and the GPUs it uses."""
+    """One row per job: its study (the folder under benchmarks/), wall seconds, where it ran and the
+    GPUs it held: the count its rule claims (``gpus``), or none where its rows ran on a CPU."""
     if len(paths) != len(gpus):
         raise ValueError(f"{len(paths)} benchmark files but {len(gpus)} GPU counts")
     rows = []
-    for path, held in zip(paths, gpus):
+    for path, claimed in zip(paths, gpus):
         parts = Path(path).parts
         wall_s = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-        rows.append({"study": parts[parts.index("benchmarks") + 1], "job": path, "wall_s": wall_s, "gpus": held})
+        ran_on = device_type(result_of(path))
+        held = claimed if ran_on in ("cuda", "") else 0
+        rows.append(
+            {
+                "study": parts[parts.index("benchmarks") + 1],
+                "job": path,
+                "wall_s": wall_s,
+                "device_type": ran_on,
+                "gpus": held,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def totals(jobs: pd.DataFrame) -> tuple[float, float]:
-    """The run's wall time and GPU-minutes, in minutes: wall time x the GPUs each job uses."""
+    """The run's wall time and GPU-minutes, in minutes: wall time x the GPUs each job held."""
     return jobs["wall_s"].sum() / 60, (jobs["wall_s"] * jobs["gpus"]).sum() / 60
+
+
+def held_gpus(jobs: pd.DataFrame) -> bool:
+    """Whether any job of the run held a GPU."""
+    return bool((jobs["gpus"] > 0).any())
 
 
 def render(jobs: pd.DataFrame) -> str:
@@ -54,28 +93,28 @@ def render(jobs: pd.DataFrame) -> str:
         }
     )
     wall_min, gpu_min = totals(jobs)
-    total = (
-        f"{len(jobs)} measuring jobs ran for {num(wall_min)} minutes of wall time and used {num(gpu_min)} GPU-minutes."
-    )
-    return "\n".join(
-        [
-            "## Cost of this run",
-            "",
+    ran = f"{len(jobs)} measuring jobs ran for {num(wall_min)} minutes of wall time"
+    if held_gpus(jobs):
+        how = (
             "Wall time of every measuring job, from Snakemake's `benchmark:` files under `benchmarks/`, and "
-            "GPU-minutes: wall time × the GPUs the job uses on a GPU machine (one; one per rank for NCCL all-reduce "
-            "and DDP; none for gloo's CPU ranks). Aggregation, figures and the report run locally and are not counted.",
-            "",
-            table(rows),
-            "",
-            total,
-            "",
-        ]
-    )
+            "GPU-minutes: wall time × the GPUs the job held (one; one per rank for NCCL all-reduce and DDP; none "
+            "for gloo's CPU ranks or a job that ran on the CPU). Aggregation, figures and the report run locally "
+            "and are not counted."
+        )
+        total = f"{ran} and used {num(gpu_min)} GPU-minutes."
+    else:
+        how = (
+            "Wall time of every measuring job, from Snakemake's `benchmark:` files under `benchmarks/`. Every job "
+            "ran on the CPU, so the run used no GPU time. Aggregation, figures and the report are not counted."
+        )
+        rows = rows.drop(columns="GPU-minutes")
+        total = f"{ran}."
+    return "\n".join(["## Cost of this run", "", how, "", table(rows), "", total, ""])
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--gpus", required=True, help="comma-separated GPUs used, one per benchmark file")
+    p.add_argument("--gpus", required=True, help="comma-separated GPUs each job's rule claims, one per benchmark file")
     p.add_argument("--out", required=True)
     p.add_argument("benchmarks", nargs="+")
     args = p.parse_args(argv)

@@ -5,15 +5,18 @@ panel's title names the profiler and the traced step's time beside the untraced 
 import pandas as pd
 
 from lmperf.report.markdown import ok
-from lmperf.report.style import figure, figure_cli, save
+from lmperf.report.style import figure, figure_cli, not_drawn, save
 
 COLORS = {"compute": "tab:blue", "communication": "tab:orange"}
 
 
 def timeline(rows: pd.DataFrame, path) -> None:
+    if ok(rows).empty:
+        reason = rows["note"].dropna().iloc[0] if "note" in rows and rows["note"].notna().any() else "no rows"
+        return not_drawn(path, "DDP: kernel timeline of one training step", reason)
     rows = ok(rows)
-    variants = list(dict.fromkeys(rows["variant"])) if len(rows) else []
-    fig, axes = figure(nrows=max(1, len(variants)), width=9.0, height=2.4)
+    variants = list(dict.fromkeys(rows["variant"]))
+    fig, axes = figure(nrows=len(variants), width=9.0, height=2.4)
     for ax, variant in zip(axes[:, 0], variants):
         group = rows[rows["variant"] == variant]
         streams = sorted(group["stream"].unique())

@@ -23,7 +23,7 @@ from lmperf.distributed.accounting import (
 from lmperf.distributed.bucket_model import fitted_cost, predict_exposed, swept_cost
 from lmperf.measure.stats import difference_ci, ratio_ci, resolved, split_ms
 from lmperf.model import TransformerLM, model_config
-from lmperf.report.markdown import num, ok, pct, ratio, table
+from lmperf.report.markdown import change, num, ok, pct, plural, ratio, span, table
 from lmperf.studies.ddp import VARIANTS
 
 ORDER = VARIANTS  # the study's order: local first, the anchor last
@@ -81,7 +81,7 @@ def predictions(
         return pd.Series(dtype=float), {}, "no local variant measured its backward"
     if len(fit) and fit["status"].iloc[0] == "ok":
         o, w = fit["overhead_us"].iloc[0] / 1e6, fit["bandwidth_gbps"].iloc[0] * 1e9
-        cost, source = fitted_cost(o, w), f"the fit, o = {num(o * 1e6, 1)} µs and w = {num(w / 1e9)} GB/s"
+        cost, source = fitted_cost(o, w), f"the fit, o = {num(o * 1e3, 3)} ms and w = {num(w / 1e9)} GB/s"
     elif len(swept) and swept["bytes"].nunique() >= 2:
         cost = swept_cost(swept["bytes"], swept["median_ms"] / 1e3)
         why = f"the fit was refused ({fit['note'].iloc[0]})" if len(fit) else "no fit was made"
@@ -121,11 +121,11 @@ def render_training(
     out += [
         f"{first['size']} model, context {int(first['context_length'])}, {int(first['world_size'])} ranks over "
         f"{first['backend']} ({first['device_name']}), fp32. Each variant runs beside torch DDP in one process, "
-        f"interleaved A B A B: {int(first['warmup'])} warm-up steps, at least {int(first['min_steps'])} measured, then "
-        f"more until the paired CI of variant / torch DDP excludes 1 or {num(first['max_seconds'], 0)} s are spent; a "
-        "step's time is the slowest rank's. `local` is the same step with no gradient synchronization, so "
-        "exposed communication = step − local (medians, bootstrap CI). Backward and `sync` (the wait for the "
-        "all-reduces after backward) are timed with CUDA events (the host clock on CPU); medians.",
+        f"interleaved A B A B: {plural(int(first['warmup']), 'warm-up step')}, at least {int(first['min_steps'])} "
+        f"measured, then more until the paired CI of variant / torch DDP excludes 1 or "
+        f"{num(first['max_seconds'], 0)} s are spent; a step's time is the slowest rank's. `local` is the same step "
+        "with no gradient synchronization, so exposed communication = step − local (medians, bootstrap CI). "
+        f"Backward and `sync` (the wait for the all-reduces after backward) are timed with {clock_of(rows)}; medians.",
         "",
     ]
     for batch, group in rows.groupby("global_batch"):
@@ -165,6 +165,16 @@ def render_training(
     return out
 
 
+def on_gpu(rows: pd.DataFrame) -> bool:
+    """Whether the ranks ran on GPUs (their backward and sync then timed with CUDA events)."""
+    return "device_type" in rows and (rows["device_type"] == "cuda").any()
+
+
+def clock_of(rows: pd.DataFrame) -> str:
+    """The clock that timed backward and sync: CUDA events on GPUs, the host clock on CPU ranks."""
+    return "CUDA events" if on_gpu(rows) else "the host clock"
+
+
 def _versus(row) -> str:
     if row.variant == "torch_ddp" or pd.isna(getattr(row, "vs_anchor_ci95_low", float("nan"))):
         return "—"
@@ -202,10 +212,19 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
                     hidden[v] = 1 - by.loc[v, "exposed_ms"] / naive["exposed_ms"]
                 else:
                     unresolved.append(v)
-            if hidden:
+            hides = {v: h for v, h in hidden.items() if h >= 0}
+            adds = {v: -h for v, h in hidden.items() if h < 0}
+            if hides:
                 out.append(
                     f"- Against the naive variant's {num(naive['exposed_ms'])} ms of exposed communication, "
-                    "the overlapped variants hide " + ", ".join(f"{v} {pct(h)}" for v, h in hidden.items()) + "."
+                    + ", ".join(f"{v} hides {pct(h)}" for v, h in hides.items())
+                    + "."
+                )
+            if adds:
+                out.append(
+                    f"- Against the naive variant's {num(naive['exposed_ms'])} ms of exposed communication, "
+                    + ", ".join(f"{v} exposes {pct(h)} more" for v, h in adds.items())
+                    + "."
                 )
             if unresolved:
                 out.append(
@@ -229,7 +248,7 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
                 )
         if slower:
             out.append(
-                "- Backward beside the all-reduces, against local's backward (ratio of medians, CUDA events): "
+                f"- Backward beside the all-reduces, against local's backward (ratio of medians, {clock_of(group)}): "
                 + "; ".join(slower)
                 + "."
             )
@@ -249,8 +268,8 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
         if ratios:
             within = all(0.5 <= r <= 2 for r in ratios)
             out.append(
-                f"- Bucketed variants, measured / predicted exposed communication: {num(min(ratios))}× to "
-                f"{num(max(ratios))}× (bar: within a factor of 2: **{'met' if within else 'not met'}**)."
+                f"- Bucketed variants, measured / predicted exposed communication: {span(min(ratios), max(ratios))}× "
+                f"(bar: within a factor of 2: **{'met' if within else 'not met'}**)."
             )
             if not within:
                 out += _why_the_model_misses(by, predicted)
@@ -272,20 +291,36 @@ def _why_the_model_misses(by: pd.DataFrame, predicted: pd.Series) -> list[str]:
     share = (slowdown + rows["sync_ms"]) / rows["exposed_ms"]
     if slowdown.isna().all() or share.isna().all():
         return []
+    backward = (
+        change(
+            slowdown.min(),
+            slowdown.max(),
+            "backward runs longer than local's by",
+            "backward runs shorter than local's by",
+            "backward's time differs from local's by",
+            show=num,
+        )
+        + " ms"
+    )
+    shared = "the GPU" if on_gpu(rows) else "the CPU cores"
     return [
-        "- Why the model misses, from the same steps' CUDA events: it assumes backward runs as fast beside "
-        "the all-reduces as without them, and that only the last all-reduces wait after backward. Measured, "
-        f"backward runs {num(slowdown.min())} to {num(slowdown.max())} ms longer than local's, and the wait "
-        f"after backward is {num(rows['sync_ms'].min())} to {num(rows['sync_ms'].max())} ms against a predicted "
-        f"{num(predicted[variants].min())} to {num(predicted[variants].max())} ms: compute and communication "
-        "share the GPU and slow each other. Together the two account for "
-        f"{pct(share.min())} to {pct(share.max())} of each variant's exposed communication."
+        f"- Why the model misses, from the same steps' timings ({clock_of(rows)}): it assumes backward runs as "
+        "fast beside the all-reduces as without them, and that only the last all-reduces wait after backward. "
+        f"Measured, {backward}, and the wait after backward is {span(rows['sync_ms'].min(), rows['sync_ms'].max())} "
+        f"ms against a predicted {span(predicted[variants].min(), predicted[variants].max())} ms"
+        + (f": compute and communication share {shared} and slow each other" if slowdown.max() > 0 else "")
+        + f". Together the two account for {span(share.min(), share.max(), pct)} of each variant's exposed "
+        "communication."
     ]
 
 
 def _timeline_caption(timeline: pd.DataFrame | None) -> list[str]:
-    out = ["![Kernel timeline of one training step, naive vs overlapped DDP](figures/ddp_timeline.png)", ""]
-    if timeline is None or ok(timeline).empty or "traced_step_ms" not in timeline:
+    title = "Kernel timeline of one training step, naive vs overlapped DDP"
+    if timeline is None or ok(timeline).empty:
+        notes = timeline["note"].dropna() if timeline is not None and "note" in timeline else pd.Series(dtype=str)
+        return [f"*{title}: not drawn, {notes.iloc[0] if len(notes) else 'no timeline was recorded'}.*", ""]
+    out = [f"![{title}](figures/ddp_timeline.png)", ""]
+    if "traced_step_ms" not in timeline:
         return out
     steps = ok(timeline).drop_duplicates("variant")
     return out + [
@@ -331,6 +366,14 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
                     "broadcasts (ms)": [
                         ci(r, "broadcast_") if pd.notna(r.get("broadcast_median_ms")) else "—" for _, r in by.iterrows()
                     ],
+                }
+            )
+        ),
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "memory (MiB)": by.index,
                     "optimizer state": by["optimizer_state_mib"].map(lambda x: num(x, 0)),
                     "allocated before step": by["allocated_before_step_mib"].map(lambda x: num(x, 0)),
                     "allocated after step": by["allocated_after_step_mib"].map(lambda x: num(x, 0)),
@@ -340,6 +383,7 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
         ),
         "",
     ]
+    ranks = int(first["world_size"])
     should = by.loc["unsharded", "optimizer_state_mib"] - by.loc["sharded", "optimizer_state_mib"]
     saved = by.loc["unsharded", "allocated_after_step_mib"] - by.loc["sharded", "allocated_after_step_mib"]
     budget = by.loc["unsharded", ["param_mib", "grad_mib", "optimizer_state_mib"]].sum()
@@ -353,15 +397,15 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
         f"- Computed breakdown, unsharded: parameters + gradients + AdamW state = {num(budget, 0)} MiB against "
         f"{num(unsharded['allocated_after_step_mib'], 0)} MiB allocated after the step.",
         f"- Sharding should remove {num(should, 0)} MiB of optimizer state per rank; memory after the step is "
-        f"{num(saved, 0)} MiB lower, **{pct(saved / should)}** of it (bar: ≥ 90%: "
+        f"{num(abs(saved), 0)} MiB {'lower' if saved >= 0 else 'higher'}, **{pct(saved / should)}** of it (bar: ≥ 90%: "
         f"**{'met' if saved >= 0.9 * should else 'not met'}**).",
         f"- The optimizer step goes from {num(unsharded['optimizer_median_ms'])} ms to "
         f"{num(sharded['optimizer_median_ms'])} ms "
         f"({'+' if difference >= 0 else '−'}{num(abs(difference))} ms"
         + (", CIs overlap: not resolved)." if overlap else ").")
         + f" Of the sharded step, the shard's update takes {num(sharded.get('local_update_median_ms'))} ms and the "
-        f"broadcasts {num(sharded.get('broadcast_median_ms'))} ms: halving the update can save at most "
-        f"{num(unsharded['optimizer_median_ms'] / 2)} ms, before the broadcasts are paid.",
+        f"broadcasts {num(sharded.get('broadcast_median_ms'))} ms: sharding the update over {ranks} ranks can save "
+        f"at most {num(unsharded['optimizer_median_ms'] * (1 - 1 / ranks))} ms, before the broadcasts are paid.",
         "- Unlike ZeRO stage 1, gradients are still all-reduced in full (every rank holds every gradient), and "
         "updated parameters travel by one broadcast per parameter from its owner rather than one all-gather; "
         "ZeRO-1 reduce-scatters gradients so each rank receives only its shard's.",

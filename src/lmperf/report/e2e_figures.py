@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, backward_ratio, handout_model, speedup, step_times
 from lmperf.report.markdown import ok
-from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, save, size_axis
+from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, not_drawn, save, size_axis
 
 
 def _legend(ax, colors, precisions=("fp32", "bf16")) -> None:
@@ -22,26 +22,16 @@ def _legend(ax, colors, precisions=("fp32", "bf16")) -> None:
     ax.legend(handles=handles, fontsize=7)
 
 
-def no_graphed_times(path: Path) -> None:
-    """The figure's place where no step was graphed (a CPU run): a panel that says so."""
-    fig, axes = figure()
-    axes[0][0].text(
-        0.5,
-        0.5,
-        "no graphed (GPU-bound) timings in this run:\nCUDA graphs need a CUDA device",
-        ha="center",
-        va="center",
-        transform=axes[0][0].transAxes,
-    )
-    axes[0][0].set_axis_off()
-    save(fig, path)
+def no_graphed_times(path: Path, title: str) -> None:
+    """The figure's place where no step was graphed (a CPU run): a panel that names the figure and says why."""
+    not_drawn(path, title, "no step was replayed as a CUDA graph in this run\n(CUDA graphs need a CUDA device)")
 
 
 def time_vs_size(e2e: pd.DataFrame, path: Path) -> None:
     """Graphed time. Rows: eager, compiled. Columns: forward, forward+backward, train step."""
     times = step_times(e2e, GPU_MS)
     if times.empty:
-        return no_graphed_times(path)
+        return no_graphed_times(path, "Graphed step time vs model size")
     modes = [m for m in MODE_LABELS if m in times.columns]
     compiles = [c for c in ("eager", "compiled") if c in set(times["compile"])]
     colors = context_colors(times["context_length"])
@@ -62,7 +52,7 @@ def time_vs_size(e2e: pd.DataFrame, path: Path) -> None:
 def ratio_vs_size(e2e: pd.DataFrame, path: Path) -> None:
     ratios = backward_ratio(e2e)
     if ratios.empty:
-        return no_graphed_times(path)
+        return no_graphed_times(path, "Forward + backward over forward")
     compiles = [c for c in ("eager", "compiled") if c in set(ratios["compile"])]
     colors = context_colors(ratios["context_length"])
     fig, axes = figure(ncols=max(1, len(compiles)))
@@ -81,7 +71,7 @@ def bf16_speedup(e2e: pd.DataFrame, path: Path) -> None:
     """Rows: eager, compiled. Columns: modes. One line per context."""
     gains = speedup(e2e, "precision", "fp32", "bf16")
     if gains.empty:
-        return no_graphed_times(path)
+        return no_graphed_times(path, "bf16 speed-up")
     compiles = [c for c in ("eager", "compiled") if c in set(gains["compile"])]
     modes = [m for m in MODE_LABELS if m in set(gains["mode"])]
     colors = context_colors(gains["context_length"])
@@ -105,7 +95,7 @@ def host_overhead(e2e: pd.DataFrame, path: Path) -> None:
     each context: the gap between the two is the host's launch overhead."""
     launched, graphed = step_times(e2e, LAUNCHED_MS), step_times(e2e, GPU_MS)
     if graphed.empty:
-        return no_graphed_times(path)
+        return no_graphed_times(path, "Launched vs graphed step time")
     regimes = [
         (p, c)
         for p in ("fp32", "bf16")

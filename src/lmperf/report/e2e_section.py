@@ -6,6 +6,7 @@ computed sentence uses graphed times and is stated per regime (precision x compi
 
 import pandas as pd
 
+from lmperf.measure.timing import HOST_BOUND
 from lmperf.report.e2e_analysis import (
     GPU_MS,
     attention_ratios,
@@ -20,7 +21,7 @@ from lmperf.report.e2e_analysis import (
     trend_with_size,
     warmup_steps_cost,
 )
-from lmperf.report.markdown import num, ok, pct, ratio, table, text
+from lmperf.report.markdown import num, ok, pct, plural, ratio, span, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
 MODES = list(MODE_LABELS)
@@ -30,31 +31,38 @@ def _ci_cell(median, low, high) -> str:
     return "—" if median != median else f"{num(median)} ({num(low)}–{num(high)})"
 
 
+SHORT_MODES = {"forward": "fwd", "forward_backward": "fwd+bwd", "train_step": "train step"}
+
+
 def step_time_table(e2e: pd.DataFrame, precision: str, compile_: str, attention: str = "naive") -> pd.DataFrame:
     """size x context rows; per mode the launched median (CI) ms, marked † where host-bound, and the
-    graphed median (CI) ms."""
+    graphed median (CI) ms; the graphed columns only where some step was graphed (a CUDA device)."""
     rows = e2e[(e2e["precision"] == precision) & (e2e["compile"] == compile_) & (e2e["attention"] == attention)]
     out = []
     for (size, ctx), point in rows.groupby(["size", "context_length"], sort=False):
         by_mode = point.set_index("mode")
         record = {"size": size, "context": ctx}
         for mode in MODES:
-            label = MODE_LABELS[mode]
+            launched, graphed = f"{SHORT_MODES[mode]} launched", f"{SHORT_MODES[mode]} graphed"
             if mode not in by_mode.index:
-                record[f"{label} launched (ms)"] = record[f"{label} graphed (ms)"] = "—"
+                record[launched] = record[graphed] = "—"
                 continue
             r = by_mode.loc[mode]
             if r["status"] != "ok":
-                record[f"{label} launched (ms)"] = record[f"{label} graphed (ms)"] = r["status"].upper()
+                record[launched] = record[graphed] = r["status"].upper()
                 continue
             mark = " †" if r.get("host_bound") == True else ""  # noqa: E712 - a bool, or NaN where not graphed
-            record[f"{label} launched (ms)"] = _ci_cell(r["median_ms"], r["ci95_low_ms"], r["ci95_high_ms"]) + mark
-            record[f"{label} graphed (ms)"] = _ci_cell(
+            record[launched] = _ci_cell(r["median_ms"], r["ci95_low_ms"], r["ci95_high_ms"]) + mark
+            record[graphed] = _ci_cell(
                 r.get(GPU_MS, float("nan")), r.get("graphed_ci95_low_ms"), r.get("graphed_ci95_high_ms")
             )
         out.append(record)
     frame = pd.DataFrame(out)
-    return frame if frame.empty else sort_by_size(frame, ["size", "context"])
+    if frame.empty:
+        return frame
+    if gpu_bound(e2e).empty:
+        frame = frame.drop(columns=[c for c in frame.columns if c.endswith(" graphed")])
+    return sort_by_size(frame, ["size", "context"])
 
 
 def _regimes(frame: pd.DataFrame):
@@ -69,20 +77,42 @@ def _regimes(frame: pd.DataFrame):
 def _method(e2e: pd.DataFrame) -> str:
     first = ok(e2e).iloc[0] if len(ok(e2e)) else e2e.iloc[0]
     commits = ", ".join(f"`{c}`" for c in sorted(e2e["commit"].dropna().astype(str).unique()))
-    return (
+    device = (
         f"Device **{first['device_name']}**, torch {first['torch_version']}, CUDA {text(first['cuda_version'])}, "
-        f"Triton {text(first['triton_version'])}, driver {text(first['driver_version'])}, commit {commits}; "
-        f"batch {first['batch_size']}, optimizer `{first['optimizer']}` AdamW, fp32 matmul precision "
-        f"`{first['matmul_precision']}`. Each step is timed two ways in the same process. **Launched**, the handout's "
-        f"method: {first['warmup_steps']} warm-up steps, then at least {first['measured_steps']} measured steps, each "
-        "synchronized and timed with `timeit.default_timer`; on a slow host this measures the host launching kernels. "
-        "**Graphed**: the same step captured once as a CUDA graph and replayed, the GPU's own time (the optimizer is "
-        "capturable, so the replay runs the launched step's kernels). Both repeat until the median's bootstrap 95% CI "
-        "is within ±1% or the point's time budget is spent. Cells show the median (95% CI); † marks a host-bound "
-        "row, launched more than 10% over graphed. *Compiled* means each Transformer block under `torch.compile` "
-        "(regional compilation); *forward* is inference under `torch.no_grad()`; *train step* is forward, "
-        "cross-entropy, backward and the optimizer step. Conclusions below use graphed times, per precision and "
-        "compile mode."
+        f"Triton {text(first['triton_version'])}, driver {text(first['driver_version'])}"
+        if first.get("device_type") != "cpu"
+        else f"Device **{first['device_name']}** (CPU), torch {first['torch_version']}"
+    )
+    steps = (
+        f"{plural(int(first['warmup_steps']), 'warm-up step')}, then at least "
+        f"{plural(int(first['measured_steps']), 'measured step')}"
+    )
+    common = (
+        f"{device}, commit {commits}; batch {first['batch_size']}, optimizer `{first['optimizer']}` AdamW, fp32 "
+        f"matmul precision `{first['matmul_precision']}`. "
+    )
+    scope = (
+        "*Compiled* means each Transformer block under `torch.compile` (regional compilation); *forward* is "
+        "inference under `torch.no_grad()`; *train step* is forward, cross-entropy, backward and the optimizer step."
+    )
+    if gpu_bound(e2e).empty:
+        return (
+            common + f"Each step is timed as the handout asks: {steps}, each synchronized and timed with "
+            "`timeit.default_timer`, repeated until the median's bootstrap 95% CI is within ±1% or the point's time "
+            "budget is spent. Cells show the median (95% CI) in ms. " + scope + " No step of this run was replayed "
+            "as a CUDA graph (that needs a CUDA device), so the comparisons built on graphed times (physics checks, "
+            "the backward ratio, the bf16 and torch.compile speed-ups, MFU, the optimizer's bandwidth) are left out."
+        )
+    return (
+        common + "Each step is timed two ways in the same process. **Launched**, the handout's "
+        f"method: {steps}, each synchronized and timed with `timeit.default_timer`; on a slow host this measures the "
+        "host launching kernels. **Graphed**: the same step captured once as a CUDA graph and replayed, the GPU's own "
+        "time (the optimizer is capturable, so the replay runs the launched step's kernels). Both repeat until the "
+        "median's bootstrap 95% CI is within ±1% or the point's time budget is spent. Cells show the median (95% CI) "
+        f"in ms; † marks a host-bound row, launched more than {pct(HOST_BOUND, 0)} over graphed. "
+        + scope
+        + " Conclusions below use "
+        "graphed times, per precision and compile mode."
     )
 
 
@@ -140,8 +170,8 @@ def _ratio_sentence(e2e: pd.DataFrame) -> str:
     if ratios.empty:
         return "No grid point has both a graphed forward and a graphed forward+backward timing."
     parts = [
-        f"{precision} {compile_} {num(g['ratio'].median())}× ({num(g['ratio'].min())}–{num(g['ratio'].max())}, "
-        f"{len(g)} points)"
+        f"{precision} {compile_} {num(g['ratio'].median())}× ({span(g['ratio'].min(), g['ratio'].max())}, "
+        f"{plural(len(g), 'point')})"
         for precision, compile_, g in _regimes(ratios)
     ]
     return (
@@ -250,7 +280,7 @@ def warmup_table(warmup: pd.DataFrame) -> pd.DataFrame:
                 "warm-up steps": steps,
                 "processes": len(group),
                 "median of medians (ms)": num(group["median_ms"].median()),
-                "range across processes (ms)": f"{num(group['median_ms'].min())}–{num(group['median_ms'].max())}",
+                "range across processes (ms)": span(group["median_ms"].min(), group["median_ms"].max()),
                 "median CV": pct(group["cv"].median()),
                 "first call (ms)": num(group["first_step_ms"].median()),
             }
@@ -264,8 +294,7 @@ def _warmup_bullets(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
     lines = []
     for (size, mode), group in cost.groupby(["size", "mode"]):
         steps = ", ".join(
-            f"step {int(r.step)} {num(r.median_ratio)}× ({num(r.min_ratio)}–{num(r.max_ratio)})"
-            for r in group.itertuples()
+            f"step {int(r.step)} {num(r.median_ratio)}× ({span(r.min_ratio, r.max_ratio)})" for r in group.itertuples()
         )
         line = (
             f"- {size}, {MODE_LABELS[mode]}, no warm-up, {int(group['processes'].iloc[0])} processes: each early step "
@@ -338,7 +367,7 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
 def _timer_sentence(e2e: pd.DataFrame) -> str:
     gap = timer_agreement(e2e)
     if gap.empty:
-        return "CUDA-event timing is not available on this device, so the host timer is not cross-checked."
+        return "" if gpu_bound(e2e).empty else "No row has CUDA-event times, so the host timer is not cross-checked."
     return (
         f"Timer check (of the clock, not of the GPU: both clocks include the same launch gaps): the host timer "
         f"agrees with CUDA events around the same launched steps within {pct(gap.max(), 2)} on every row "
@@ -346,43 +375,78 @@ def _timer_sentence(e2e: pd.DataFrame) -> str:
     )
 
 
+def warmup_intro(warmup: pd.DataFrame) -> str:
+    """What zero warm-up steps include, on the device the warm-up rows ran on."""
+    commits = ", ".join(f"`{c}`" for c in sorted(warmup["commit"].dropna().astype(str).unique())) or "—"
+    on_gpu = "device_type" not in warmup or (warmup["device_type"] == "cuda").any()
+    first = (
+        "CUDA context creation, kernel loading, cuBLAS handle and workspace set-up and the caching allocator's first "
+        "device allocations"
+        if on_gpu
+        else "each op's first call (lazy initialization, the allocator's first requests, and compilation where the "
+        "model is compiled)"
+    )
+    return (
+        "Each setting runs in several fresh processes, so zero warm-up steps means the measured steps include "
+        f"{first}; the spread across processes shows how far one process's host speed moves the number. "
+        f"Warm-up rows: commit {commits}."
+    )
+
+
+def paragraphs(*sentences: str) -> list[str]:
+    """The non-empty sentences, each a paragraph of its own."""
+    return [line for sentence in sentences if sentence for line in (sentence, "")]
+
+
+def figure_or_reason(title: str, path: str, drawn: bool, reason: str) -> list[str]:
+    """A figure's embed, or where its data is missing a line saying which figure and why (the PNG
+    itself then says so too)."""
+    return [f"![{title}]({path})" if drawn else f"*{title}: not drawn, {reason}.*", ""]
+
+
 def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
     """Everything but the attention subsection uses the naive-attention rows, the handout's model."""
     e2e = handout_model(e2e_all)
-    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", "### Step times: launched and graphed", ""]
+    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", "### Step times", ""]
     for precision in ("fp32", "bf16"):
         for compile_ in ("eager", "compiled"):
             frame = step_time_table(e2e, precision, compile_)
             if not frame.empty:
                 out += [f"**{precision}, {compile_}**", "", table(frame), ""]
-    out += [
-        _physics_sentence(e2e_all),
-        "",
-        _host_sentence(e2e),
-        "",
-        _ci_sentence(e2e_all),
-        "",
-        "![Launched vs graphed step time](figures/e2e_host_overhead.png)",
-        "",
-        "![Graphed step time vs model size](figures/e2e_time_vs_size.png)",
-        "",
-        "### The backward pass",
-        "",
-        _ratio_sentence(e2e),
-        "",
-        "![Forward+backward over forward](figures/e2e_backward_ratio.png)",
-        "",
-    ]
-    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
-    out += ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
-    if not gains.empty:
-        out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
-    paragraph, gains = _speedup_paragraph(
-        e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
-    )
-    out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
-    if not gains.empty:
-        out += [table(_speedup_table(gains, "precision")), ""]
+    graphed = not gpu_bound(e2e_all).empty
+    no_graphs = "no step was replayed as a CUDA graph in this run (that needs a CUDA device)"
+    if graphed:
+        out += [
+            *paragraphs(_physics_sentence(e2e_all), _host_sentence(e2e), _ci_sentence(e2e_all)),
+            *figure_or_reason("Launched vs graphed step time", "figures/e2e_host_overhead.png", True, ""),
+            *figure_or_reason("Graphed step time vs model size", "figures/e2e_time_vs_size.png", True, ""),
+            "### The backward pass",
+            "",
+            _ratio_sentence(e2e),
+            "",
+            *figure_or_reason(
+                "Forward+backward over forward",
+                "figures/e2e_backward_ratio.png",
+                not backward_ratio(e2e).empty,
+                "no grid point has both a graphed forward and a graphed forward+backward time",
+            ),
+        ]
+        paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
+        out += ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
+        if not gains.empty:
+            out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
+        paragraph, gains = _speedup_paragraph(
+            e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
+        )
+        out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
+        if not gains.empty:
+            out += [table(_speedup_table(gains, "precision")), ""]
+    else:
+        out += [
+            "*Not drawn: launched vs graphed step time, graphed step time vs model size, forward+backward over "
+            f"forward and the bf16 speed-up, since {no_graphs}.*",
+            "",
+        ]
     mfu = mfu_table(e2e)
     if not mfu.empty:
         out += ["### Model FLOPs utilization (compiled)", "", _mfu_sentence(e2e), "", table(mfu), ""]
@@ -398,24 +462,20 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
             table(opt),
             "",
         ]
-    commits = ", ".join(f"`{c}`" for c in sorted(warmup["commit"].dropna().astype(str).unique())) or "—"
     out += [
         "### Warm-up",
         "",
-        "Each setting runs in several fresh processes, so zero warm-up steps means the measured steps include CUDA "
-        "context creation, kernel loading, cuBLAS handle and workspace set-up and the caching allocator's first "
-        "device allocations; the spread across processes shows how far one process's host speed moves the number. "
-        f"Warm-up rows: commit {commits}.",
+        warmup_intro(warmup),
         "",
         table(warmup_table(warmup)),
         "",
-        *_warmup_bullets(warmup, e2e),
-        "",
+        *paragraphs("\n".join(_warmup_bullets(warmup, e2e))),
         "![Warm-up across processes](figures/warmup_cv.png)",
         "",
     ]
     out += _attention_section(e2e_all)
-    out += [_timer_sentence(e2e), ""]
+    timer = _timer_sentence(e2e)
+    out += [timer, ""] if timer else []
     failed = e2e_all[e2e_all["status"] != "ok"]
     if not failed.empty:
         out += ["### Points that did not run", ""]

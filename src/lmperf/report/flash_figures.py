@@ -3,7 +3,7 @@
 import pandas as pd
 
 from lmperf.report.markdown import ok
-from lmperf.report.style import figure, figure_cli, save
+from lmperf.report.style import figure, figure_cli, not_drawn, save
 
 
 def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
@@ -15,11 +15,10 @@ def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
         if len(rows)
         else ([], [], [])
     )
-    fig, axes = figure(ncols=max(1, len(head_dims)), nrows=max(1, len(dtypes)))  # a row per dtype, a column per d
     if not dtypes:
         reason = sweep["note"].iloc[0] if len(sweep) and "note" in sweep else "no rows"
-        axes[0][0].text(0.5, 0.5, f"no measurements: {reason}", ha="center", va="center", wrap=True)
-        axes[0][0].set_axis_off()
+        return not_drawn(path, "FlashAttention: TFLOP/s of forward + backward", f"no measurements: {reason}")
+    fig, axes = figure(ncols=max(1, len(head_dims)), nrows=max(1, len(dtypes)))  # a row per dtype, a column per d
     colors = {name: f"C{i}" for i, name in enumerate(names)}  # one colour per implementation in every panel
     for (row, dtype), (col, d) in ((r, c) for r in enumerate(dtypes) for c in enumerate(head_dims)):
         ax = axes[row][col]

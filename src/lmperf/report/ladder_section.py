@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
-from lmperf.report.markdown import num, pct, ratio, table, text
+from lmperf.report.markdown import drop_empty, num, pct, plural, ratio, table, text
 from lmperf.report.style import sort_by_size
 
 ANCHOR = "torch_stack"
@@ -38,26 +38,31 @@ def with_ci(value: float, low: float, high: float, digits: int = 2) -> str:
 
 
 def claim(value: float, low: float, high: float) -> str:
-    """A ratio as a sentence fragment, 'not resolved' where its CI holds 1."""
+    """A speed ratio (old time / new time) as a sentence fragment: faster or slower where its CI
+    excludes 1, 'not resolved' where it holds 1."""
     shown = f"{ratio(value)} (95% CI {num(low)}–{num(high)})"
-    return shown if resolved(low, high) else f"{shown}: not resolved"
+    if not resolved(low, high):
+        return f"{shown}: not resolved"
+    return f"{shown}, {'faster' if low > 1 else 'slower'}"
 
 
 def point_table(point: pd.DataFrame) -> str:
+    """One row per rung that ran: its step time with CI, the gain over the previous rung on the ladder,
+    rates, the phase split, memory and the loss check; columns that no rung measured (MFU on a CPU)
+    are left out. What each rung adds is listed once above the tables, and the rungs that did not run
+    below, with why."""
     rows = []
     previous = None
-    for _, row in point.iterrows():
-        ran = row["status"] == "ok"
-        step = with_ci(row["median_ms"], row["ci95_low_ms"], row["ci95_high_ms"], 1) if ran else row["status"]
+    for _, row in point[point["status"] == "ok"].iterrows():
+        step = with_ci(row["median_ms"], row["ci95_low_ms"], row["ci95_high_ms"], 1)
         gain = "—"
-        if ran and previous is not None and row["on_ladder"]:
+        if previous is not None and row["on_ladder"]:
             gain = ratio(speedup(previous, row)[0])
-        if ran and row["on_ladder"]:
+        if row["on_ladder"]:
             previous = row
         rows.append(
             {
                 "rung": row["rung"],
-                "adds": row["adds"],
                 "step ms (CI)": step,
                 "× previous": gain,
                 "tokens/s": num(row.get("tokens_per_s"), 0),
@@ -69,10 +74,31 @@ def point_table(point: pd.DataFrame) -> str:
                 "opt GB/s": num(row.get("optimizer_gbps"), 0),
                 "peak GiB": num(row.get("peak_mem_gib"), 1),
                 "loss": num(row.get("loss_after_check"), 4),
-                "note": row["note"] if isinstance(row["note"], str) else "",
             }
         )
-    return table(pd.DataFrame(rows))
+    if not rows:
+        return ""
+    frame = pd.DataFrame(rows)
+    frame["fwd / bwd / opt ms"] = frame["fwd / bwd / opt ms"].replace("— / — / —", "—")
+    return table(drop_empty(frame, keep=["step ms (CI)", "× previous"]))
+
+
+def rung_list(ladder: pd.DataFrame) -> list[str]:
+    """What each rung adds, once for the section, in ladder order."""
+    rungs = ladder.drop_duplicates("rung").sort_values("order")
+    return [f"- `{r.rung}`: {r.adds}" for r in rungs.itertuples()]
+
+
+def not_run(point: pd.DataFrame) -> str:
+    """The rungs of a point that did not run, grouped by why, as one sentence ("" when all ran); an
+    out-of-memory note up to where it starts describing the GPU's state."""
+    failed = point[point["status"] != "ok"]
+    why = failed["note"].fillna("").astype(str).map(lambda note: note.split(" GPU ")[0].strip())
+    groups = [
+        ", ".join(f"`{r}`" for r in group["rung"]) + f" ({status}" + (f": {note})" if note else ")")
+        for (status, note), group in failed.groupby(["status", why], sort=False)
+    ]
+    return f"Not run: {'; '.join(groups)}." if groups else ""
 
 
 def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) -> list[str]:
@@ -86,7 +112,13 @@ def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) ->
             for (_, a), (_, b) in zip(ladder.iloc[:-1].iterrows(), ladder.iloc[1:].iterrows())
         ]
         (best, low, high), before, after = max(gains, key=lambda g: g[0][0])
-        out.append(f"- Largest single gain: `{after}` over `{before}`, {claim(best, low, high)}.")
+        if best > 1:
+            out.append(f"- Largest single gain: `{after}` over `{before}`, {claim(best, low, high)}.")
+        else:
+            out.append(
+                f"- No rung is faster than the one before it; the least slowdown is `{after}` over `{before}`, "
+                f"{claim(best, low, high)}."
+            )
         first, last = ladder.iloc[0], ladder.iloc[-1]
         out.append(f"- `{last['rung']}` over `{first['rung']}`: {claim(*speedup(first, last))}.")
     if not ladder.empty and ANCHOR in ran.index:  # the top rung that ran against the anchor
@@ -305,15 +337,48 @@ def kernel_sentences(kernels: pd.DataFrame, top: str) -> list[str]:
     ]
 
 
+def timing_method(ladder: pd.DataFrame) -> str:
+    """How the rungs were timed, from the rows: in turns or interleaved, held how long before each
+    timed block, and whether any rung was replayed as a CUDA graph."""
+    replayed = (
+        bool(ladder["graphed"].astype(bool).any()) and (ladder[ladder["graphed"].astype(bool)]["status"] == "ok").any()
+    )
+    if not in_blocks(ladder):
+        return (
+            "interleaved; steps are launched, except the rungs from `cuda_graph` on, which replay the step as "
+            "a CUDA graph."
+            if replayed
+            else "interleaved; steps are launched."
+        )
+    settle = ladder["replay_settle_s"].max() if "replay_settle_s" in ladder else float("nan")
+    if settle == settle and settle > 0:
+        held = (
+            f"runs untimed for {num(settle, 0)} s (the GPU's clock at its power limit follows the last second or "
+            "so of work), then is timed"
+        )
+    else:
+        timed = ladder[(ladder["status"] == "ok") & ladder["launched_settle_steps"].notna()]
+        per_turn = (timed["launched_settle_steps"] / timed["launched_turns"]).median() if len(timed) else float("nan")
+        held = (
+            f"runs {plural(int(round(per_turn)), 'untimed step')}, then is timed"
+            if per_turn == per_turn
+            else "then is timed"
+        )
+    replay = (
+        " In each turn a rung is launched, then replayed as a CUDA graph; the rungs from `cuda_graph` on are only "
+        "replayed."
+        if replayed
+        else ""
+    )
+    return f"in turns, A B C A B C, block by block: each block starts from the initial weights, {held}.{replay}"
+
+
 def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
-    how = (
-        "in turns, A B C A B C, block by block: each block starts from the initial weights, runs untimed for "
-        "a few seconds, then is timed (the GPU's clock at its power limit follows the last second or so of "
-        "work). In each turn a rung is launched, then replayed as a CUDA graph; the rungs from `cuda_graph` "
-        "on are only replayed."
-        if in_blocks(ladder)
-        else "interleaved; steps are launched, except the rungs from `cuda_graph` on, which replay the step as "
-        "a CUDA graph."
+    mfu = (
+        " MFU is against the bf16 dense peak for every rung (so it ranks rungs as their speed does); train-step "
+        "FLOPs are 3× the forward's."
+        if "mfu" in ladder and ladder["mfu"].notna().any()
+        else ""
     )
     out = [
         "## How fast can it train?",
@@ -321,8 +386,9 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
         "The roofline ladder (`results/ladder.csv`): the handout's train step, then one technique added per rung; "
         "beside it torch's fused AdamW in our rung's place, and the torch stack a user gets without lmperf "
         "(whole-model `torch.compile`, SDPA, `torch.optim.AdamW(fused=True)`). All rungs of a point are timed in one "
-        f"process on one model, {how} MFU is against the bf16 dense peak for every rung (so it ranks rungs "
-        "as their speed does); train-step FLOPs are 3× the forward's. Medians with 95% bootstrap CIs.",
+        f"process on one model, {timing_method(ladder)}{mfu} Medians with 95% bootstrap CIs. The rungs:",
+        "",
+        *rung_list(ladder),
         "",
         "![The roofline ladder](figures/ladder_waterfall.png)",
         "",
@@ -330,7 +396,10 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
     ladder = sort_by_size(ladder, ["size", "context_length", "order"])
     for (size, ctx), point in ladder.groupby(["size", "context_length"], sort=False):
         device = text(point["device_name"].iloc[0])
-        out += [f"### {size}, context {ctx} ({device})", "", point_table(point), ""]
+        shown = point_table(point)
+        out += [f"### {size}, context {ctx} ({device})", "", *([shown, ""] if shown else [])]
+        skipped = not_run(point)
+        out += [skipped, ""] if skipped else []
         mine = (
             pd.DataFrame()
             if kernels is None

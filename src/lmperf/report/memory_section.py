@@ -4,7 +4,8 @@ named by what they are."""
 
 import pandas as pd
 
-from lmperf.report.markdown import num, ok, pct, table
+from lmperf.report.markdown import change as change_words
+from lmperf.report.markdown import drop_empty, num, ok, pct, span, table
 
 STAGES = ("after_forward_mib", "after_backward_mib", "after_optimizer_step_mib")
 AT_PEAK = {
@@ -36,8 +37,9 @@ def e2e_agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> pd.DataFram
         on=["size", "precision", "context_length", "mode", "commit"],
     )
     joined["e2e_mib"] = joined["peak_mem_gib"] * 1024
-    joined["difference"] = joined["allocator_peak_mib"] / joined["e2e_mib"] - 1
-    return joined
+    joined["memory_mib"] = [peak(r) for _, r in joined.iterrows()]
+    joined["difference"] = joined["memory_mib"] / joined["e2e_mib"] - 1
+    return joined.dropna(subset=["difference"])
 
 
 def render(memory: pd.DataFrame, allocations: pd.DataFrame, e2e: pd.DataFrame | None = None) -> str:
@@ -49,29 +51,36 @@ def render(memory: pd.DataFrame, allocations: pd.DataFrame, e2e: pd.DataFrame | 
     rows = rows.sort_values(["mode", "precision", "context_length", "step"])
     first = rows.iloc[0]
     profilers = ", ".join(sorted(rows["profiler"].unique()))
+    allocator = (
+        ", *allocator* from torch.cuda's peak statistics (reset at each step's start)"
+        if rows["allocator_peak_mib"].notna().any()
+        else ""
+    )
     out += [
         f"{first['size']} model, batch {int(first['batch_size'])}, {int(first['steps'])} steps recorded back to back "
         f"per row pair by **{profilers}** on {first['device_name']}: `forward` is inference (no autograd graph), "
         "`train_step` forward + backward + optimizer step. The *first* step of a fresh model creates AdamW's state "
         "after its backward; the *steady* row is the last step, when that state exists from the start. Memory in "
-        "MiB; *trace* numbers come from the recorded allocations, *allocator* from torch.cuda's peak statistics "
-        "(reset at each step's start).",
+        f"MiB; *trace* numbers come from the recorded allocations{allocator}.",
         "",
         table(
-            pd.DataFrame(
-                {
-                    "mode": rows["mode"],
-                    "precision": rows["precision"],
-                    "context": rows["context_length"],
-                    "step": rows["state"] + " (" + rows["step"].astype(int).astype(str) + ")",
-                    "trace peak": rows["trace_peak_mib"].map(lambda x: num(x, 1)),
-                    "allocator peak": rows["allocator_peak_mib"].map(lambda x: num(x, 1)),
-                    **{
-                        label: rows[col].map(lambda x: num(x, 1))
-                        for label, col in zip(("after forward", "after backward", "after step"), STAGES)
-                        if col in rows
-                    },
-                }
+            drop_empty(
+                pd.DataFrame(
+                    {
+                        "mode": rows["mode"],
+                        "precision": rows["precision"],
+                        "context": rows["context_length"],
+                        "step": rows["state"] + " (" + rows["step"].astype(int).astype(str) + ")",
+                        "trace peak": rows["trace_peak_mib"].map(lambda x: num(x, 1)),
+                        "allocator peak": rows["allocator_peak_mib"].map(lambda x: num(x, 1)),
+                        **{
+                            label: rows[col].map(lambda x: num(x, 1))
+                            for label, col in zip(("after forward", "after backward", "after step"), STAGES)
+                            if col in rows
+                        },
+                    }
+                ),
+                keep=["trace peak"],
             )
         ),
         "",
@@ -100,37 +109,57 @@ def _steady_vs_first(rows: pd.DataFrame) -> list[str]:
     pivot = train.pivot_table(index=["precision", "context_length"], columns="state", values="trace_peak_mib")
     if not {"first", "steady"} <= set(pivot.columns):
         return []
-    change = (pivot["steady"] / pivot["first"] - 1).dropna()
-    if change.empty:
+    growth = (pivot["steady"] / pivot["first"] - 1).dropna()
+    if growth.empty:
         return []
-    return [
-        f"- Train step, steady state against the first step: the peak changes by {pct(change.min())} to "
-        f"{pct(change.max())} over precisions and contexts. In the first step AdamW's m and v are created after "
-        "backward has freed the activations; from the second step on they are live through forward and "
-        "backward, on top of the activations.",
-        "",
-    ]
+    moved = change_words(growth.min(), growth.max(), "rises by", "falls by", "changes by")
+    why = (
+        "In the first step AdamW's m and v are created after backward has freed the activations; from the second "
+        "step on they are live through forward and backward, on top of the activations."
+        if growth.max() > 0
+        else ""
+    )
+    line = f"- Train step, steady state against the first step: the peak {moved} over precisions and contexts."
+    return [f"{line} {why}" if why else line, ""]
 
 
 def _precision_ratio(rows: pd.DataFrame) -> list[str]:
+    """The steady bf16 peak against the fp32 peak per mode, in words that follow the ratio, and where
+    the rows split the peak, the part that differs: activations and temporaries (autocast's bf16
+    activations, and the bf16 copy of each weight in its cast cache) against the fp32 parts."""
     out = []
     steady = rows[rows["state"] == "steady"]
     for mode, group in steady.groupby("mode"):
         by = group.pivot_table(index="context_length", columns="precision", values="trace_peak_mib")
-        if {"fp32", "bf16"} <= set(by.columns):
-            ratio = (by["bf16"] / by["fp32"]).dropna()
-            if len(ratio):
-                why = (
-                    "autocast shrinks the activations and their saved copies; weights, gradients and AdamW "
-                    "state stay fp32, and the cast cache adds a bf16 copy of each weight."
-                    if mode == "train_step"
-                    else "without a backward pass only the live activations shrink, and the cast cache adds "
-                    "a bf16 copy of each weight."
-                )
-                out.append(
-                    f"- {mode}, steady state: the bf16 peak is {pct(ratio.min(), 0)}–{pct(ratio.max(), 0)} of "
-                    f"the fp32 peak over contexts {', '.join(map(str, ratio.index))}: {why}"
-                )
+        if not {"fp32", "bf16"} <= set(by.columns):
+            continue
+        ratio = (by["bf16"] / by["fp32"]).dropna()
+        if ratio.empty:
+            continue
+        direction = (
+            "lower"
+            if ratio.max() < 1
+            else "higher"
+            if ratio.min() > 1
+            else "the same"
+            if (ratio == 1).all()
+            else "lower at some contexts and higher at others"
+        )
+        contexts = ", ".join(map(str, ratio.index))
+        line = (
+            f"- {mode}, steady state: the bf16 peak is {span(ratio.min(), ratio.max(), lambda x: pct(x, 0))} of the "
+            f"fp32 peak (context{'s' if len(ratio) > 1 else ''} {contexts}), {direction}."
+        )
+        parts = [AT_PEAK["activations and temporaries"], AT_PEAK["weights"]]
+        if set(parts) <= set(group.columns) and group[parts].notna().all(axis=None):
+            at = group[group["context_length"] == ratio.index[-1]].set_index("precision")
+            line += (
+                f" At the peak (context {ratio.index[-1]}), activations and temporaries take "
+                f"{num(at.loc['bf16', parts[0]], 1)} MiB in bf16 against {num(at.loc['fp32', parts[0]], 1)} MiB in "
+                f"fp32 (autocast's bf16 activations, plus its cast cache's bf16 copy of each weight), while the "
+                f"weights stay fp32: {num(at.loc['bf16', parts[1]], 1)} and {num(at.loc['fp32', parts[1]], 1)} MiB."
+            )
+        out.append(line)
     return out + [""] if out else []
 
 
@@ -144,11 +173,17 @@ def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
         ]
     joined = joined.sort_values(["mode", "precision", "context_length"])
     worst = joined["difference"].abs().max()
+    on_gpu = joined["allocator_peak_mib"].notna().all()
+    how = (
+        "then one more step with the allocator's peak statistics reset"
+        if on_gpu
+        else "then one more step traced by torch.profiler, its most held at once added to the tensors that live "
+        "between steps"
+    )
     return [
-        "Cross-check: the steady-state allocator peak here against the e2e study's peak for the same point, "
-        "measured at the same commit "
-        "(eager, naive attention; a separate process that ran warm-up steps and then one more step with the "
-        "peak statistics reset):",
+        f"Cross-check: the steady-state {'allocator' if on_gpu else 'trace'} peak here against the e2e study's peak "
+        f"for the same point, measured at the same commit (eager, naive attention; a separate process that ran "
+        f"warm-up steps, {how}):",
         "",
         table(
             pd.DataFrame(
@@ -156,7 +191,7 @@ def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
                     "mode": joined["mode"],
                     "precision": joined["precision"],
                     "context": joined["context_length"],
-                    "memory study (MiB)": joined["allocator_peak_mib"].map(lambda x: num(x, 1)),
+                    "memory study (MiB)": joined["memory_mib"].map(lambda x: num(x, 1)),
                     "e2e study (MiB)": joined["e2e_mib"].map(lambda x: num(x, 1)),
                     "difference": joined["difference"].map(pct),
                     "commit": joined["commit"],
@@ -184,7 +219,13 @@ def _budget(rows: pd.DataFrame) -> list[str]:
     computed = {"weights": 4 * params / 2**20, "optimizer state": 8 * params / 2**20}
     parts = {name: row[col] for name, col in AT_PEAK.items()}
     total = sum(parts.values())
-    error = total / row["allocator_peak_mib"] - 1
+    # on CUDA the allocator's peak is a second count of the same step; a CPU has only the trace the parts come from
+    against = (
+        f"The parts sum to {num(total, 1)} MiB against the allocator's peak of {num(row['allocator_peak_mib'], 1)} "
+        f"MiB: {pct(total / row['allocator_peak_mib'] - 1)}. "
+        if pd.notna(row.get("allocator_peak_mib"))
+        else f"The parts sum to the trace's peak, {num(total, 1)} MiB. "
+    )
     lines = [
         f"Budget of the steady-state fp32 train step at context {int(row['context_length'])} "
         f"({num(params / 1e6, 1)} M parameters). At the step's peak (during {row['peak_stage']}), the live "
@@ -208,8 +249,7 @@ def _budget(rows: pd.DataFrame) -> list[str]:
             )
         ),
         "",
-        f"- The parts sum to {num(total, 1)} MiB against the allocator's peak of {num(row['allocator_peak_mib'], 1)} "
-        f"MiB: {pct(error)}. Weights and optimizer state in the trace against their computed sizes: "
+        f"- {against}Weights and optimizer state in the trace against their computed sizes: "
         f"{pct(parts['weights'] / computed['weights'] - 1)} and "
         f"{pct(parts['optimizer state'] / computed['optimizer state'] - 1)}.",
         "",

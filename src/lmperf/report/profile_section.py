@@ -6,7 +6,7 @@ import re
 import pandas as pd
 
 from lmperf.model import model_config
-from lmperf.report.markdown import num, ok, pct, table
+from lmperf.report.markdown import change, drop_empty, num, ok, pct, plural, span, table
 from lmperf.report.style import sort_by_size
 
 # Softmax per score element: max, subtract, exp, sum, divide.
@@ -134,7 +134,17 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
     if kernels.empty:
         return "\n".join(out + ["No profile was recorded.", ""])
     first = timing.iloc[0]
-    unit = "kernels" if first["device_type"] == "cuda" else "operators (self CPU time: no GPU here)"
+    on_gpu = first["device_type"] == "cuda"
+    unit = "kernels" if on_gpu else "operators (self CPU time: no GPU here)"
+    kernel = "kernel" if on_gpu else "operator"
+    busy = (
+        "The GPU's busy fraction is the kernel time of a step over its wall time under the profiler. " if on_gpu else ""
+    )
+    graphed = (
+        ", launched and graphed"
+        if e2e is not None and "graphed_median_ms" in e2e and e2e["graphed_median_ms"].notna().any()
+        else ""
+    )
     out += [
         f"Made with **{', '.join(sorted(kernels['profiler'].unique()))}** on {first['device_name']}: fp32, batch "
         f"{int(first['batch_size'])}, {int(first['measured_steps'])} measured steps after warm-up, naive attention "
@@ -142,31 +152,54 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
         "(a) compares the profiler's forward time, the "
         f"{', '.join(sorted(timing['profiler_forward_basis'].unique()))}, "
         "with the e2e study's median of the same point (naive, fp32, eager), measured in another process with no "
-        "profiler attached, launched and graphed: an independent measurement, so the check can fail. The GPU's busy "
-        "fraction is the kernel time of a step over its wall time under the profiler. The profiler's overhead is "
-        "the profiled step against the same step timed with no profiler attached (nsys: in the parent process, "
-        "after the profiled child; torch.profiler: in the same process), the larger of forward and train step.",
+        f"profiler attached{graphed}: an independent measurement, so the check can fail. {busy}The profiler's "
+        "overhead is the profiled step against the same step timed with no profiler attached (nsys: in the parent "
+        "process, after the profiled child; torch.profiler: in the same process), the larger of forward and train "
+        "step.",
         "",
     ]
     rows = sort_by_size(answers(kernels, timing, e2e), ["size", "context_length"])
+    timings = pd.DataFrame(
+        {
+            "size": rows["size"],
+            "context": rows["context_length"],
+            "profiler forward (ms)": _column(rows, "profiler_forward_ms").map(num),
+            "e2e launched (ms)": _column(rows, "e2e_forward_ms").map(num),
+            "e2e graphed (ms)": _column(rows, "e2e_graphed_forward_ms").map(num),
+            "profiler vs e2e": _column(rows, "agreement").map(pct),
+            "GPU busy, forward": _column(rows, "busy_forward").map(pct),
+            "GPU busy, train step": _column(rows, "busy_train_step").map(pct),
+            "profiler overhead": _column(rows, "overhead").map(pct),
+        }
+    )
+    if not on_gpu:  # operators' self time over the step's wall time says nothing of a GPU
+        timings = timings.drop(columns=["GPU busy, forward", "GPU busy, train step"])
     out += [
-        "(a) forward time, (b) the top forward kernel and its calls per forward pass, (d) the GEMM share:",
+        "(a) The profiler's forward time against the e2e study's, and what the profiler costs:",
+        "",
+        table(drop_empty(timings, keep=["e2e launched (ms)", "profiler vs e2e"])),
+        "",
+        f"(b) The top forward {kernel} and its calls per forward pass, and the train step's top {kernel}:",
         "",
         table(
             pd.DataFrame(
                 {
                     "size": rows["size"],
                     "context": rows["context_length"],
-                    "profiler forward (ms)": _column(rows, "profiler_forward_ms").map(num),
-                    "e2e launched (ms)": _column(rows, "e2e_forward_ms").map(num),
-                    "e2e graphed (ms)": _column(rows, "e2e_graphed_forward_ms").map(num),
-                    "profiler vs e2e": _column(rows, "agreement").map(pct),
-                    "GPU busy, forward": _column(rows, "busy_forward").map(pct),
-                    "GPU busy, train step": _column(rows, "busy_train_step").map(pct),
-                    "profiler overhead": _column(rows, "overhead").map(pct),
-                    "top forward kernel": _column(rows, "top_forward").map(_kernel_cell),
+                    f"top forward {kernel}": _column(rows, "top_forward").map(_kernel_cell),
                     "calls / forward": _column(rows, "top_forward_calls").map(lambda x: num(x, 0)),
-                    "top train-step kernel": _column(rows, "top_train").map(_kernel_cell),
+                    f"top train-step {kernel}": _column(rows, "top_train").map(_kernel_cell),
+                }
+            )
+        ),
+        "",
+        f"(d) The GEMM share of {kernel} time, and the category whose share grows most from forward to train step:",
+        "",
+        table(
+            pd.DataFrame(
+                {
+                    "size": rows["size"],
+                    "context": rows["context_length"],
                     "GEMM share, forward": _column(rows, "gemm_share_forward").map(pct),
                     "GEMM share, train step": _column(rows, "gemm_share_train").map(pct),
                     "grows instead": _column(rows, "grows_instead").fillna("—"),
@@ -178,27 +211,43 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
     if "agreement" in rows and rows["agreement"].notna().any():
         checked = rows.dropna(subset=["agreement"])
         worst = checked.loc[checked["agreement"].abs().idxmax()]
-        span = checked["profiler_forward_ms"] / checked["e2e_graphed_forward_ms"]
+        span_graphed = (checked["profiler_forward_ms"] / checked["e2e_graphed_forward_ms"]).dropna()
+        graphed_part = (
+            f", and is {span(span_graphed.min(), span_graphed.max())}× its graphed median" if len(span_graphed) else ""
+        )
         out += [
             f"(a) The profiler's forward time differs from the e2e study's unprofiled launched median by up to "
-            f"{pct(checked['agreement'].abs().max())} at {len(checked)} point(s) (worst: {worst['size']}, context "
-            f"{worst['context_length']}), and is {num(span.min())}–{num(span.max())}× its graphed median. The "
-            "forward range's span includes every gap in which the GPU waits for the host (and for the profiler's own "
-            "per-launch work); the busy fractions below say how much of it is kernel time.",
+            f"{pct(checked['agreement'].abs().max())} at {plural(len(checked), 'point')} (worst: {worst['size']}, "
+            f"context {worst['context_length']}, "
+            f"{'longer' if worst['agreement'] >= 0 else 'shorter'} under the profiler){graphed_part}."
+            + (
+                " The forward range's span includes every gap in which the GPU waits for the host (and for the "
+                "profiler's own per-launch work); the busy fractions below say how much of it is kernel time."
+                if on_gpu
+                else ""
+            ),
             "",
         ]
     elif "plain_forward_ms" in rows:
         out += ["(a) No e2e row of the profiled configuration (naive, fp32, eager) to check the profiler against.", ""]
-    for mode in ("forward", "train_step"):
+    for mode in ("forward", "train_step") if on_gpu else ():
         if f"busy_{mode}" in rows and rows[f"busy_{mode}"].notna().any():
             busy = rows[f"busy_{mode}"].dropna()
             out += [
-                f"GPU busy, {mode.replace('_', ' ')}: {pct(busy.min())}–{pct(busy.max())} of the profiled step's "
+                f"GPU busy, {mode.replace('_', ' ')}: {span(busy.min(), busy.max(), pct)} of the profiled step's "
                 "wall time is kernel time; the rest the GPU waits for the host.",
                 "",
             ]
-    if "overhead" in rows:
-        out += [f"The profiler slows the step by {pct(rows['overhead'].min())} to {pct(rows['overhead'].max())}.", ""]
+    if "overhead" in rows and rows["overhead"].notna().any():
+        low, high = rows["overhead"].min(), rows["overhead"].max()
+        sentence = change(
+            low,
+            high,
+            "The profiler slows the step by",
+            "The step ran faster under the profiler than without it, by",
+            "The profiler changes the step time by",
+        )
+        out += [sentence + ".", ""]
     if len(failed):
         out += [
             "Did not fit (no kernel table, a — above): "
@@ -214,7 +263,7 @@ def render(kernels: pd.DataFrame, timing: pd.DataFrame, e2e: pd.DataFrame | None
             lead = f"(b) `{short_name(forward)}` leads the forward pass"
             if isinstance(train, str):  # a point whose train step was not profiled says nothing of it
                 lead += "; the train step is led by " + (
-                    "the same kernel" if forward == train else f"`{short_name(train)}`"
+                    f"the same {kernel}" if forward == train else f"`{short_name(train)}`"
                 )
             parts.append(lead)
         elif isinstance(train, str):

@@ -17,6 +17,7 @@ from lmperf.report import (
     memory_section,
     precision_section,
     profile_section,
+    summary,
 )
 from lmperf.report.markdown import num
 
@@ -81,9 +82,10 @@ def provenance(frames: list[pd.DataFrame], jobs: pd.DataFrame) -> str:
         else f"The rows come from {len(commits)} commits ({', '.join(f'`{c}`' for c in commits)}), so not from one run"
     )
     wall_min, gpu_min = cost.totals(jobs)
+    gpu_time = f" and {num(gpu_min)} GPU-minutes" if cost.held_gpus(jobs) else " on the CPU, with no GPU"
     return (
         f"{made}, measured on {', '.join(devices) or 'no device'}. Its {len(jobs)} measuring jobs took "
-        f"{num(wall_min)} minutes of wall time and {num(gpu_min)} GPU-minutes (per study: Cost of this run)."
+        f"{num(wall_min)} minutes of wall time{gpu_time} (per study: Cost of this run)."
     )
 
 
@@ -120,11 +122,13 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[s
         "# lmperf report",
         "",
         f"Grid `{grid}`. Every number and every measured statement below is rendered from the CSVs under "
-        "`results/`; nothing is typed by hand. Rerun with `snakemake --cores 1 report/final.md`.",
+        "`results/`; nothing is typed by hand. Remake it with "
+        f"`.venv/bin/snakemake --cores 1 report/final.md --config grid={grid}`.",
         "",
         provenance(list(frames.values()), frames["cost"]),
         "",
         *left_out(list(missing)),
+        summary.render(frames),
     ]
     sections = [
         e2e_section.render(e2e, frames["warmup"]),

@@ -33,6 +33,17 @@ def save(fig, path: str | os.PathLike) -> None:
         plt.close(fig)
 
 
+def not_drawn(path: str | os.PathLike, title: str, reason: str) -> None:
+    """A figure with no data to draw: its title and why it is empty, so that no two placeholders look
+    alike and none is an empty pair of axes."""
+    fig, axes = figure()
+    ax = axes[0][0]
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, f"not drawn:\n{reason}", ha="center", va="center", wrap=True, transform=ax.transAxes)
+    save(fig, path)
+
+
 def context_colors(contexts) -> dict:
     """One colour per context length, light to dark along a sequential colormap."""
     contexts = sorted(set(contexts))

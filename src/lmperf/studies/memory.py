@@ -8,7 +8,7 @@ first backward. So ``--steps`` steps run back to back (at least 2) and the summa
 the first step and one for the last (``state``: first, steady), each with its peak from the trace
 and from the allocator (reset at the step's start), the memory at each phase boundary, and at the
 peak the live bytes split into weights, optimizer state, gradients, and activations and
-temporaries (``lmperf.memory_trace.attribute``, CUDA only: the profiler's frees carry no address).
+temporaries (``lmperf.memory_trace.attribute``).
 
 On CUDA: torch.cuda.memory._record_memory_history(max_entries=1_000_000) from before the model is
 built to the end of the last step, then the snapshot (kept as a pickle only with --pickle, and as
@@ -41,6 +41,7 @@ from lmperf.memory_trace import (
     label_stages,
     largest_allocations,
     live_bytes,
+    profiler_events,
     stage_of,
     timeline_series,
 )
@@ -129,20 +130,19 @@ def record_profiler(args, device, recorder):
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         model = run_steps(args.size, args.context_length, args.mode, args.precision, args.steps, device, recorder)
-    function_events = list(prof.events())
-    events = events_from_profiler(function_events)
+    events = events_from_profiler(prof)
     starts = {
-        e.name.removeprefix("boundary: "): e.time_range.start
-        for e in function_events
+        e.name.removeprefix("boundary: "): e.start_time_ns
+        for e in profiler_events(prof)
         if e.name.startswith("boundary: ")
     }
     for phase in recorder.phases:  # the number of memory events before the boundary's start
-        phase["trace_position"] = int((events["start_us"] < starts[phase["phase"]]).sum())
+        phase["trace_position"] = int((events["start_ns"] < starts[phase["phase"]]).sum())
     return events, None, "ok", "", model
 
 
 def step_rows(
-    events: pd.DataFrame, live: pd.Series, phases: pd.DataFrame, recorder: Recorder, steps: int, attributed: bool
+    events: pd.DataFrame, live: pd.Series, phases: pd.DataFrame, recorder: Recorder, steps: int
 ) -> list[dict]:
     """One row per recorded state: the first step and the last (steady state); ``live`` is
     live_bytes(events)."""
@@ -157,10 +157,9 @@ def step_rows(
             "allocator_peak_mib": recorder.allocator_peaks.get(n, float("nan")),
             **{f"after_{stage.replace(' ', '_')}_mib": mine["mib"].get(stage, float("nan")) for stage in STAGES},
         }
-        if attributed:
-            peak = at_peak(events, n)
-            row["peak_stage"] = peak.get("peak_stage", "")
-            row.update({f"peak_{c.split(' ')[0]}_mib": peak.get(c, 0) / 2**20 for c in CATEGORIES})
+        peak = at_peak(events, n)
+        row["peak_stage"] = peak.get("peak_stage", "")
+        row.update({f"peak_{c.split(' ')[0]}_mib": peak.get(c, 0) / 2**20 for c in CATEGORIES})
         rows.append(row)
     return rows
 
@@ -227,7 +226,7 @@ def main(argv=None) -> None:
         "status": status,
         "note": note,
     }
-    measured = step_rows(events, live, phases, recorder, args.steps, snapshot is not None) if status == "ok" else [{}]
+    measured = step_rows(events, live, phases, recorder, args.steps) if status == "ok" else [{}]
     rows = [{**common, **r, **fingerprint(device)} for r in measured]
     keys = {"mode": args.mode, "precision": args.precision, "context_length": args.context_length}
     write_csv_atomic(largest_allocations(events).assign(**keys), f"{stem}-allocations.csv")
