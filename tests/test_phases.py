@@ -56,3 +56,26 @@ def test_only_rank_0_writes_the_split(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     write_rows([{"status": "ok"}], tmp_path / "rank1.csv")
     assert (tmp_path / "rank1.csv").exists() and not (tmp_path / "rank1.cost.csv").exists()
+
+
+def test_the_cost_table_reads_each_jobs_split(tmp_path):
+    """lmperf.report.cost joins each benchmark with the split its job wrote: the phases, the exit (the
+    benchmark's wall time past the split), and the run's elapsed time and GPUs."""
+    from lmperf.report import cost
+
+    for name, wall_s, gpus, start in (("a", 10.0, "0", 1000.0), ("b", 20.0, "1", 1005.0)):
+        (tmp_path / "benchmarks/e2e").mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"benchmarks/e2e/{name}.tsv").write_text(f"s\th:m:s\n{wall_s}\t0:00:10\n")
+        (tmp_path / "results/e2e").mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"status": ["ok"], "device_type": ["cuda"]}).to_csv(tmp_path / f"results/e2e/{name}.csv")
+        split = {name: 0.0 for name in phases.PHASES} | {"start": 1.0, "timed": wall_s - 3.0, "other": 1.5}
+        pd.DataFrame({"phase": list(split), "seconds": list(split.values())}).assign(
+            job_start=start, gpus=gpus, host="node"
+        ).to_csv(tmp_path / f"results/e2e/{name}.cost.csv", index=False)
+    jobs = cost.collect([str(tmp_path / "benchmarks/e2e/a.tsv"), str(tmp_path / "benchmarks/e2e/b.tsv")], [1, 1])
+    assert list(jobs["exit_s"]) == pytest.approx([0.5, 0.5]) and list(jobs["timed_s"]) == [7.0, 17.0]
+    assert cost.elapsed(jobs) == (pytest.approx(25 / 60), ["node:0", "node:1"])  # 1000 s to 1025 s
+    shown = cost.render(jobs)
+    assert "From the first job's start to the last one's end the run took 0.42 minutes, on 2 GPUs" in shown
+    split_rows = [line for line in shown.splitlines() if line.startswith("| e2e") and "%" in line]
+    assert split_rows == ["| e2e     | 7%      | 80%     | 10%     | 3%     |"]  # start, timed, other, exit of 30 s

@@ -291,3 +291,18 @@ def test_snakemake_report_holds_every_figure_and_the_report(smoke_run, tmp_path)
     figures = {p.name for p in (run / "report/figures").rglob("*.png")}
     assert len(figures) == 14  # 10 study figures and 4 memory timelines on the smoke grid
     assert figures | {"final.md", "report.html"} <= packed
+
+
+def test_every_measuring_job_says_where_its_time_went(smoke_run):
+    """Each job's split (start, build, warm-up, ..., other) sums to its benchmark's wall time, less the
+    interpreter's exit (the split ends at the job's last write): at most a few percent of a job, or a
+    couple of seconds on the smoke grid's short jobs. And the report shows the split per study."""
+    cost = pd.read_csv(smoke_run / "results/cost.csv")
+    assert cost["start_s"].notna().all(), cost.loc[cost["start_s"].isna(), "job"].tolist()  # every job wrote one
+    split_s = cost[[c for c in cost if c.endswith("_s") and c not in ("wall_s", "exit_s")]].sum(axis=1)
+    assert (split_s <= cost["wall_s"] + 0.05).all()  # the split cannot outlast the job
+    assert (cost["wall_s"] - split_s <= 0.05 * cost["wall_s"] + 2.5).all(), cost.assign(split_s=split_s)
+    assert (cost["timed_s"] > 0).sum() >= len(cost) // 2  # the phases are marked, not all "other"
+    report = (smoke_run / "report/final.md").read_text()
+    cost_section = report.split("## Cost of this run", 1)[1]
+    assert "Where each study's job time went" in cost_section and "From the first job's start" in cost_section

@@ -7,12 +7,15 @@ the phase around them. ``write_rows`` (lmperf.measure.rows) marks the "write" ph
 the split so far beside the job's main output, ``<output>.cost.csv``: one row per phase, in seconds,
 with ``start`` (from the job's start to the first phase: process start, imports, set-up) and
 ``other`` (the rest of the time until the write ended), so the rows sum to the job's time up to
-its last write. The job's start is ``LMPERF_JOB_START``, which lmperf.gpu_slots, the first word of
-every measuring job's command, exports; a process started otherwise counts from its own start. The
-report's "Cost of this run" reads these files. Only rank 0 of a multi-process job writes the split.
+its last write; each row also names the job's start (epoch seconds), the GPUs it ran on
+(``CUDA_VISIBLE_DEVICES``) and the host. The job's start is ``LMPERF_JOB_START``, which
+lmperf.gpu_slots, the first word of every measuring job's command, exports; a process started
+otherwise counts from its own start. The report's "Cost of this run" reads these files. Only rank 0
+of a multi-process job writes the split.
 """
 
 import os
+import socket
 import time
 from contextlib import contextmanager
 
@@ -70,7 +73,11 @@ def write_split(output: str | os.PathLike, env=os.environ) -> str | None:
     from lmperf.measure.rows import write_csv_atomic  # rows imports this module
 
     seconds = split(env=env)
-    frame = pd.DataFrame({"phase": list(seconds), "seconds": list(seconds.values())})
+    frame = pd.DataFrame({"phase": list(seconds), "seconds": list(seconds.values())}).assign(
+        job_start=float(env.get("LMPERF_JOB_START") or _process_start()),
+        gpus=env.get("CUDA_VISIBLE_DEVICES", ""),
+        host=socket.gethostname(),
+    )
     write_csv_atomic(frame, sidecar(output))
     return sidecar(output)
 

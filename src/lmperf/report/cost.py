@@ -11,6 +11,12 @@ invocations (slices of a grid) is charged what each of its current results cost.
 GPU-minutes count only the jobs that held a GPU: ``--gpus`` gives the GPUs each job's rule claims on a
 GPU machine, and the job's own result rows (``results/`` mirrors ``benchmarks/``) say where it ran: a
 job whose rows were measured on a CPU (``device_type``) held none, so a CPU-only run costs no GPU time.
+
+Where the time went: each job's ``<result>.cost.csv`` (lmperf.measure.phases) splits it into start,
+build, warm-up, capture, settle, timed, profile, write and other; ``exit`` is the rest of the
+benchmark's wall time (the interpreter's exit). The same files give each job's start, GPUs and host,
+so the section also says how long the run took from its first job's start to its last job's end, and
+on which GPUs.
 """
 
 import argparse
@@ -18,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmperf.measure.phases import PHASES, sidecar
 from lmperf.measure.rows import write_csv_atomic
 from lmperf.report.markdown import num, table
 
@@ -59,9 +66,26 @@ def collect(paths: list[str], gpus: list[int]) -> pd.DataFrame:
                 "wall_s": wall_s,
                 "device_type": ran_on,
                 "gpus": held,
+                **phase_columns(Path(sidecar(str(result_of(path)))), wall_s),
             }
         )
     return pd.DataFrame(rows)
+
+
+def phase_columns(path: Path, wall_s: float) -> dict:
+    """A job's split (``<phase>_s`` for PHASES, and ``exit_s``: its wall time past the split), its start,
+    GPUs and host, from its cost file; NaN and empty where the job wrote none."""
+    if not path.exists():
+        return {**{f"{name}_s": float("nan") for name in (*PHASES, "exit")}, "start_epoch": float("nan")}
+    split = pd.read_csv(path, keep_default_na=False)
+    seconds = dict(zip(split["phase"], split["seconds"]))
+    return {
+        **{f"{name}_s": float(seconds.get(name, 0.0)) for name in PHASES},
+        "exit_s": wall_s - float(split["seconds"].sum()),
+        "start_epoch": float(split["job_start"].iloc[0]),
+        "gpu_ids": str(split["gpus"].iloc[0]),
+        "host": str(split["host"].iloc[0]),
+    }
 
 
 def totals(jobs: pd.DataFrame) -> tuple[float, float]:
@@ -74,8 +98,35 @@ def held_gpus(jobs: pd.DataFrame) -> bool:
     return bool((jobs["gpus"] > 0).any())
 
 
+def elapsed(jobs: pd.DataFrame) -> tuple[float, list[str]]:
+    """Minutes from the first job's start to the last job's end (gaps between allocations included),
+    and the GPUs the jobs ran on, as host:id; (NaN, []) where no job wrote its split."""
+    timed = jobs.dropna(subset=["start_epoch"])
+    if timed.empty:
+        return float("nan"), []
+    minutes = ((timed["start_epoch"] + timed["wall_s"]).max() - timed["start_epoch"].min()) / 60
+    used = timed[timed["gpus"] > 0]
+    gpus = sorted(
+        {f"{host}:{gpu}" for host, ids in zip(used["host"], used["gpu_ids"]) for gpu in ids.split(",") if gpu}
+    )
+    return minutes, gpus
+
+
+def split_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per study, the share of its jobs' wall time in each phase (phases no job spent time in left out)."""
+    names = [name for name in (*PHASES, "exit") if (jobs[f"{name}_s"].fillna(0) > 0.0005).any()]
+    per_study = jobs.dropna(subset=["start_s"]).groupby("study", sort=False)[[f"{n}_s" for n in names]].sum()
+    share = per_study.div(per_study.sum(axis=1), axis=0)
+    out = pd.DataFrame({"study": share.index})
+    for name in names:
+        out[name] = [f"{100 * v:.0f}%" for v in share[f"{name}_s"]]
+    return out
+
+
 def render(jobs: pd.DataFrame) -> str:
     """The "Cost of this run" section: per study, jobs, wall time and GPU-minutes, and their total."""
+    split_columns = [f"{name}_s" for name in (*PHASES, "exit")] + ["start_epoch", "gpu_ids", "host"]
+    jobs = jobs.reindex(columns=[*jobs.columns, *(c for c in split_columns if c not in jobs)])  # older cost files
     jobs = jobs.assign(gpu_min=jobs["wall_s"] * jobs["gpus"] / 60)
     per_study = jobs.groupby("study", sort=False).agg(
         jobs=("job", "size"),
@@ -94,6 +145,28 @@ def render(jobs: pd.DataFrame) -> str:
     )
     wall_min, gpu_min = totals(jobs)
     ran = f"{len(jobs)} measuring jobs ran for {num(wall_min)} minutes of wall time"
+    run_min, gpus = elapsed(jobs)
+    longest = jobs.loc[jobs["wall_s"].idxmax()]
+    when = (
+        f"From the first job's start to the last one's end the run took {num(run_min)} minutes"
+        + (f", on {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({', '.join(gpus)})" if gpus else "")
+        + f"; the longest job, `{longest['job']}`, took {num(longest['wall_s'] / 60)} minutes."
+        if run_min == run_min
+        else f"The longest job, `{longest['job']}`, took {num(longest['wall_s'] / 60)} minutes."
+    )
+    split = split_table(jobs)
+    where = (
+        [
+            "Where each study's job time went, from the split each job wrote beside its result "
+            "(`lmperf.measure.phases`): *start* is process start and imports, *warmup* includes compiling and "
+            "autotuning, *timed* the measured steps and their statistics, *exit* the interpreter's exit.",
+            "",
+            table(split),
+            "",
+        ]
+        if len(split)
+        else []
+    )
     if held_gpus(jobs):
         how = (
             "Wall time of every measuring job, from Snakemake's `benchmark:` files under `benchmarks/`, and "
@@ -109,7 +182,7 @@ def render(jobs: pd.DataFrame) -> str:
         )
         rows = rows.drop(columns="GPU-minutes")
         total = f"{ran}."
-    return "\n".join(["## Cost of this run", "", how, "", table(rows), "", total, ""])
+    return "\n".join(["## Cost of this run", "", how, "", table(rows), "", total, "", *where, when, ""])
 
 
 def main(argv=None) -> None:
