@@ -326,3 +326,53 @@ def test_the_attention_legend_tells_eager_from_compiled():
     assert set(handles) == {"d = 16", "d = 32", "eager", "compiled"}
     eager, compiled = handles["eager"], handles["compiled"]
     assert eager.get_linestyle() != compiled.get_linestyle() and eager.get_marker() != compiled.get_marker()
+
+
+def test_the_ladder_is_checked_against_the_e2e_rows_of_the_same_step():
+    """A launched rung and the e2e train step with the same size, context, batch, precision, compile
+    mode (the ladder's per-block compile is e2e's "compiled"), attention and optimizer are paired,
+    graphed where both replayed; rungs with no e2e twin (bf16 weights, torch's AdamW) are not."""
+    from lmperf.report import ladder_section
+
+    step = {"size": "xl", "context_length": 512, "batch_size": 4, "precision": "bf16", "status": "ok"}
+    ladder = pd.DataFrame(
+        [
+            {**step, "rung": "compile", "order": 2, "compile": "blocks", "attention": "naive", "optimizer": "lmperf"},
+            {
+                **step,
+                "rung": "flash",
+                "order": 3,
+                "compile": "blocks",
+                "attention": "flash_triton",
+                "optimizer": "lmperf",
+            },
+            {
+                **step,
+                "rung": "torch",
+                "order": 4,
+                "compile": "blocks",
+                "attention": "flash_triton",
+                "optimizer": "torch_fused",
+            },
+        ]
+    ).assign(graphed=False, weights="fp32", median_ms=[140.0, 130.0, 120.0], graphed_median_ms=[133.0, 123.0, 110.0])
+    e2e = pd.DataFrame(
+        [
+            {
+                **step,
+                "compile": "compiled",
+                "attention": a,
+                "optimizer": "lmperf",
+                "mode": m,
+                "median_ms": 150.0,
+                "graphed_median_ms": g,
+            }
+            for a, g in (("naive", 133.0 / 1.01), ("flash_triton", 123.0 / 0.95))
+            for m in ("forward", "train_step")
+        ]
+    )
+    pairs = ladder_section.against_e2e(ladder, e2e)
+    assert list(pairs["rung"]) == ["compile", "flash"] and set(pairs["timing"]) == {"graphed"}
+    assert list(pairs["ratio"]) == pytest.approx([1.01, 0.95])
+    said = " ".join(ladder_section.agreement(ladder, e2e))
+    assert "differ by at most 5.0%: rung `flash` at xl, context 512, takes 0.95× e2e's time (graphed)" in said

@@ -373,7 +373,76 @@ def timing_method(ladder: pd.DataFrame) -> str:
     return f"in turns, A B C A B C, block by block: each block starts from the initial weights, {held}.{replay}"
 
 
-def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
+# The columns that make a ladder rung and an e2e row the same train step.
+SAME_STEP = ["size", "context_length", "batch_size", "precision", "compile", "attention", "optimizer"]
+COMPILE_AS_E2E = {"eager": "eager", "blocks": "compiled"}  # the ladder's per-block compile is e2e's
+
+
+def against_e2e(ladder: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
+    """Every launched ladder rung that is an e2e train step (same size, context, batch, precision,
+    compile mode, attention and optimizer), with both studies' times: graphed where both replayed the
+    step, else launched (on a CPU)."""
+    rungs = ladder[(ladder["status"] == "ok") & ~ladder["graphed"].astype(bool)]
+    rungs = rungs[rungs["compile"].isin(COMPILE_AS_E2E)].assign(compile=lambda f: f["compile"].map(COMPILE_AS_E2E))
+    steps = e2e[(e2e["status"] == "ok") & (e2e["mode"] == "train_step")]
+    if "weights" in rungs:
+        rungs = rungs[rungs["weights"].fillna("fp32") == "fp32"]
+    times = ["median_ms", "graphed_median_ms"]  # a CPU run has no graphed column
+    rungs, steps = (frame.reindex(columns=frame.columns.union(times, sort=False)) for frame in (rungs, steps))
+    pairs = rungs.merge(steps, on=SAME_STEP, suffixes=("_ladder", "_e2e"))
+    if pairs.empty:
+        return pairs
+    graphed = pairs["graphed_median_ms_ladder"].notna() & pairs["graphed_median_ms_e2e"].notna()
+    pick = {
+        side: pairs[f"graphed_median_ms_{side}"].where(graphed, pairs[f"median_ms_{side}"])
+        for side in ("e2e", "ladder")
+    }
+    return pairs.assign(
+        timing=graphed.map({True: "graphed", False: "launched"}),
+        e2e_ms=pick["e2e"],
+        ladder_ms=pick["ladder"],
+        ratio=pick["ladder"] / pick["e2e"],
+    )
+
+
+def agreement(ladder: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+    """The ladder's rungs beside e2e's rows of the same step: a table and how far apart they are."""
+    pairs = against_e2e(ladder, e2e)
+    if pairs.empty:
+        return []
+    pairs = sort_by_size(pairs, ["size", "context_length", "order"])
+    shown = pd.DataFrame(
+        {
+            "size": pairs["size"],
+            "context": pairs["context_length"],
+            "rung": pairs["rung"],
+            "timing": pairs["timing"],
+            "e2e (ms)": pairs["e2e_ms"].map(num),
+            "ladder (ms)": pairs["ladder_ms"].map(num),
+            "ladder / e2e": pairs["ratio"].map(lambda r: num(r, 3)),
+        }
+    )
+    for side in ("e2e", "ladder"):
+        column = {"e2e": "graphed_sm_clock_mhz", "ladder": "replay_sm_clock_mhz"}[side]
+        if column in pairs and pairs[column].notna().any():
+            shown[f"{side} SM clock (MHz)"] = pairs[column].map(lambda x: num(x, 0))
+    worst = pairs.loc[(pairs["ratio"] - 1).abs().idxmax()]
+    return [
+        "### The ladder against e2e",
+        "",
+        "The rungs that are one of e2e's train steps (same size, context, batch, precision, compile mode, "
+        "attention and optimizer), as each study timed them: graphed where both replayed the step, else launched.",
+        "",
+        table(shown),
+        "",
+        f"Over {plural(len(pairs), 'step')} the two studies differ by at most {pct(abs(worst['ratio'] - 1))}: "
+        f"rung `{worst['rung']}` at {worst['size']}, context {worst['context_length']}, takes "
+        f"{ratio(worst['ratio'])} e2e's time ({worst['timing']}).",
+        "",
+    ]
+
+
+def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None, e2e: pd.DataFrame | None = None) -> str:
     mfu = (
         " MFU is against the bf16 dense peak for every rung (so it ranks rungs as their speed does); train-step "
         "FLOPs are 3× the forward's."
@@ -419,4 +488,6 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None) -> str:
                 profiled,
                 "",
             ]
+    if e2e is not None:
+        out += agreement(ladder, e2e)
     return "\n".join(out)

@@ -135,7 +135,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[s
         (
             not_in_grid("How fast can it train?", "ladder.sizes")
             if "ladder" in skip
-            else ladder_section.render(frames["ladder"], frames["ladder_kernels"])
+            else ladder_section.render(frames["ladder"], frames["ladder_kernels"], e2e)
         ),
         precision_section.render(*(frames[f"precision/{name}"] for name in ("accumulation", "autocast", "layernorm"))),
         (
