@@ -100,6 +100,25 @@ def test_report_tables_are_the_csvs(smoke_run):
 def test_a_fresh_pipeline_has_nothing_to_do(smoke_run):
     proc = snakemake(smoke_run, "--cores", "1", "report/final.md", "--config", "grid=smoke")
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert not quiet_failures(proc.stdout + proc.stderr)
+
+
+def quiet_failures(output: str) -> list[str]:
+    """Lines of a Snakemake run's output that name an exception or start a traceback."""
+    return [line for line in output.splitlines() if "Exception" in line or "Traceback" in line]
+
+
+def test_a_dry_run_prints_no_exception(tmp_path):
+    proc = snakemake(copy_pipeline(tmp_path), "-n", "report/final.md", "--config", "grid=smoke")
+    assert not quiet_failures(proc.stdout + proc.stderr)
+
+
+def test_the_smoke_run_printed_no_exception(smoke_run):
+    """Snakemake's own log of each run in the smoke run's directory, the full run first."""
+    logs = sorted((smoke_run / ".snakemake/log").glob("*.snakemake.log"))
+    assert logs
+    for log in logs:
+        assert not quiet_failures(log.read_text()), log.name
 
 
 def test_full_grid_dag(tmp_path):

@@ -138,7 +138,9 @@ def excluding(targets, patterns):
 
 
 def alternatives(values):
-    return "|".join(re.escape(str(v)) for v in values)
+    """A wildcard constraint matching exactly these values. None matches nothing ("(?!)"): an empty
+    constraint would be no constraint, and a rule constrained to no values would claim every file."""
+    return "|".join(re.escape(str(v)) for v in values) or "(?!)"
 
 
 wildcard_constraints:

@@ -30,7 +30,7 @@ rule profile:
     benchmark:
         "benchmarks/profile/{size}/{mode}-ctx{ctx}.tsv"
     wildcard_constraints:
-        size=alternatives(PROFILE["sizes"]) if PROFILE["sizes"] else "(?!)",
+        size=alternatives(PROFILE["sizes"]),
         mode="forward|train_step",
         ctx=r"\d+",
     resources:
