@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, markdown_tables, snakemake
+from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, job_holder, markdown_tables, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -214,6 +214,44 @@ def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
     snakemake(workdir, "--cores", "1", "--rerun-incomplete", target, "--config", "grid=smoke")
     rows = pd.read_csv(workdir / target)
     assert len(rows) == 6 and set(rows["status"]) == {"ok"}  # 3 modes x the smoke grid's 2 attentions
+
+
+def test_a_forced_rerun_cut_off_is_finished_by_the_recovery_command(smoke_run, tmp_path):
+    """`--forcerun e2e` killed while an e2e job runs (held until killed, so the kill never races the job):
+    the README's recovery command remeasures what was lost and remakes what cites it, so every e2e source
+    file is there and the aggregate and the report are newer than all of them."""
+    run = clone_run(smoke_run, tmp_path)
+    held = tmp_path / "held"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **job_holder("results/e2e/*", held)}
+    command = ["--cores", "1", "report/final.md", "--forcerun", "e2e", "--config", "grid=smoke"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *command],
+        cwd=run,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while not any(held.iterdir()) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert any(held.iterdir()), "no e2e job started"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    (started,) = [f.read_text().split() for f in held.iterdir()]
+    killed = started[started.index("--out") + 1]
+    assert not (run / killed).exists()  # Snakemake removed it before starting the job
+
+    snakemake(run, "--unlock")  # the README's recovery command: the default target, which names every file
+    snakemake(run, "--cores", "1", "--rerun-incomplete", "--config", "grid=smoke")
+    sources = [
+        run / j["output"] for j in dry_run_jobs(run, "--forceall", "--config", "grid=smoke") if j["rule"] == "e2e"
+    ]
+    assert sources and all(path.exists() for path in sources)
+    newest = max(path.stat().st_mtime for path in sources)
+    assert (run / "results/e2e.csv").stat().st_mtime >= newest
+    assert (run / "report/final.md").stat().st_mtime >= newest
+    assert dry_run(run, "--config", "grid=smoke") == {}
 
 
 def test_a_split_target_is_its_contexts_measured_apart_and_joined(tmp_path):
