@@ -26,7 +26,11 @@ def gpu_visible():
     return False
 
 
-GRID_NAME = config["grid"] if config["grid"] != "auto" else ("full" if gpu_visible() else "smoke")
+# The kind of device the measuring jobs run on. Each measuring rule has it as params.device, so a result
+# measured on a CPU is rerun, by Snakemake's params trigger, when the jobs move to a GPU (and back). A
+# cluster profile names it: the host that builds the DAG need not have the GPUs its jobs get.
+DEVICE = config["device"] if config["device"] != "auto" else ("cuda" if gpu_visible() else "cpu")
+GRID_NAME = config["grid"] if config["grid"] != "auto" else ("full" if DEVICE == "cuda" else "smoke")
 GRID = config["grids"][GRID_NAME]
 E2E = GRID["e2e"]
 WARMUP = GRID["warmup"]

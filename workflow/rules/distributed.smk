@@ -22,6 +22,7 @@ rule allreduce:
     resources:
         device=1,
     params:
+        device=DEVICE,
         min_bytes=ALLREDUCE["min_bytes"],
         max_bytes=lambda wc: ALLREDUCE["max_bytes"] if wc.backend == "nccl" else ALLREDUCE["gloo_max_bytes"],
         step_factor=ALLREDUCE["step_factor"],
@@ -78,6 +79,7 @@ rule ddp_train:
         device=1,
     params:
         **DDP_PARAMS,
+        device=DEVICE,
         variants=",".join(DDP["variants"]),
     shell:
         "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp train"
@@ -99,6 +101,7 @@ rule ddp_sharding:
         device=1,
     params:
         **DDP_PARAMS,
+        device=DEVICE,
         batch=min(DDP["global_batches"]),
     shell:
         "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp sharding"
@@ -119,6 +122,7 @@ rule ddp_timeline:
         device=1,
     params:
         **DDP_PARAMS,
+        device=DEVICE,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     shell:

@@ -36,6 +36,7 @@ rule profile:
     resources:
         device=1,
     params:
+        device=DEVICE,
         warmup=PROFILE["warmup_steps"],
         steps=PROFILE["measured_steps"],
         profiler=PROFILE["profiler"],
