@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)" -e ".[test,lint,slurm]"
 	touch $@
 
+# The default target (rule all): the report and every file it is made from, so that a run cut off
+# and run again remakes whatever it lost.
 report: env
-	$(BIN)/snakemake --cores $(CORES) report/final.md
+	$(BIN)/snakemake --cores $(CORES)
 
 test: lint
 	$(BIN)/python -m pytest -q

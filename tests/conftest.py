@@ -61,6 +61,17 @@ def import_recorder(workdir: Path) -> dict:
     }
 
 
+def job_holder(pattern: str, held: Path) -> dict:
+    """Environment under which the job whose --out matches the glob ``pattern`` waits, before any work,
+    until it is killed; it writes a file to ``held`` when it starts waiting (tests/hold_jobs)."""
+    held.mkdir(parents=True, exist_ok=True)
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests/hold_jobs"), os.environ.get("PYTHONPATH")])),
+        "LMPERF_HOLD": pattern,
+        "LMPERF_HOLD_DIR": str(held),
+    }
+
+
 def recorded_processes(workdir: Path) -> list[tuple[str, list[str], list[str]]]:
     """(entry module, lmperf files imported, argv) of every process recorded under workdir/imports/."""
     processes = []

@@ -70,6 +70,28 @@ def test_unknown_key_is_rejected():
         validate(config, SCHEMA)
 
 
+def _sections(tree, path=()):
+    """The path of every mapping in the config, the config itself included."""
+    yield path
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _sections(value, (*path, key))
+
+
+@pytest.mark.parametrize("path", list(_sections(CONFIG)), ids=lambda path: ".".join(path) or "top")
+def test_a_misspelled_key_is_named_as_unknown(path):
+    """A typo of a required key is reported as the unknown key it is, not as the key it replaced missing."""
+    config = copy.deepcopy(CONFIG)
+    section = config
+    for key in path:
+        section = section[key]
+    key = next(iter(section))
+    section[key + key[-1]] = section.pop(key)  # a doubled last letter
+    with pytest.raises(WorkflowError) as error:
+        validate(config, SCHEMA)
+    assert f"'{key + key[-1]}' was unexpected" in str(error.value)
+
+
 def test_snakemake_refuses_a_bad_config_file(tmp_path):
     workdir = copy_pipeline(tmp_path)
     (workdir / "bad.yaml").write_text(yaml.safe_dump(_with(["grids", "full", "e2e", "sizes"], ["gigantic"])))

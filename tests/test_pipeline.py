@@ -14,7 +14,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import clone_run, copy_pipeline, dry_run, dry_run_jobs, markdown_tables, snakemake, table_problems
+from conftest import (
+    clone_run,
+    copy_pipeline,
+    dry_run,
+    dry_run_jobs,
+    job_holder,
+    markdown_tables,
+    snakemake,
+    table_problems,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -144,6 +153,25 @@ def test_smoke_figures_have_data_or_say_why_not(smoke_run):
 def test_a_fresh_pipeline_has_nothing_to_do(smoke_run):
     proc = snakemake(smoke_run, "--cores", "1", "report/final.md", "--config", "grid=smoke")
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert not quiet_failures(proc.stdout + proc.stderr)
+
+
+def quiet_failures(output: str) -> list[str]:
+    """Lines of a Snakemake run's output that name an exception or start a traceback."""
+    return [line for line in output.splitlines() if "Exception" in line or "Traceback" in line]
+
+
+def test_a_dry_run_prints_no_exception(tmp_path):
+    proc = snakemake(copy_pipeline(tmp_path), "-n", "report/final.md", "--config", "grid=smoke")
+    assert not quiet_failures(proc.stdout + proc.stderr)
+
+
+def test_the_smoke_run_printed_no_exception(smoke_run):
+    """Snakemake's own log of each run in the smoke run's directory, the full run first."""
+    logs = sorted((smoke_run / ".snakemake/log").glob("*.snakemake.log"))
+    assert logs
+    for log in logs:
+        assert not quiet_failures(log.read_text()), log.name
 
 
 def test_full_grid_dag(tmp_path):
@@ -239,6 +267,44 @@ def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
     snakemake(workdir, "--cores", "1", "--rerun-incomplete", target, "--config", "grid=smoke")
     rows = pd.read_csv(workdir / target)
     assert len(rows) == 6 and set(rows["status"]) == {"ok"}  # 3 modes x the smoke grid's 2 attentions
+
+
+def test_a_forced_rerun_cut_off_is_finished_by_the_recovery_command(smoke_run, tmp_path):
+    """`--forcerun e2e` killed while an e2e job runs (held until killed, so the kill never races the job):
+    the README's recovery command remeasures what was lost and remakes what cites it, so every e2e source
+    file is there and the aggregate and the report are newer than all of them."""
+    run = clone_run(smoke_run, tmp_path)
+    held = tmp_path / "held"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **job_holder("results/e2e/*", held)}
+    command = ["--cores", "1", "report/final.md", "--forcerun", "e2e", "--config", "grid=smoke"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *command],
+        cwd=run,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while not any(held.iterdir()) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert any(held.iterdir()), "no e2e job started"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    (started,) = [f.read_text().split() for f in held.iterdir()]
+    killed = started[started.index("--out") + 1]
+    assert not (run / killed).exists()  # Snakemake removed it before starting the job
+
+    snakemake(run, "--unlock")  # the README's recovery command: the default target, which names every file
+    snakemake(run, "--cores", "1", "--rerun-incomplete", "--config", "grid=smoke")
+    sources = [
+        run / j["output"] for j in dry_run_jobs(run, "--forceall", "--config", "grid=smoke") if j["rule"] == "e2e"
+    ]
+    assert sources and all(path.exists() for path in sources)
+    newest = max(path.stat().st_mtime for path in sources)
+    assert (run / "results/e2e.csv").stat().st_mtime >= newest
+    assert (run / "report/final.md").stat().st_mtime >= newest
+    assert dry_run(run, "--config", "grid=smoke") == {}
 
 
 def test_a_split_target_is_its_contexts_measured_apart_and_joined(tmp_path):

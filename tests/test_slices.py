@@ -1,7 +1,11 @@
 """scripts/run-slice: a grid run in time-limited slices, each on a fresh checkout, carries its state in
 one tarball, and Snakemake alone decides what is left. A job cut off by the time limit leaves no
-output and is rerun whole; a finished one is never rerun; the last slice ends with nothing to do."""
+output and is rerun whole; a finished one is never rerun; the last slice ends with nothing to do.
 
+A slice that must be cut holds its job until it is killed (tests/hold_jobs): the cut comes while the
+job runs or before it starts, however loaded the machine, and never after it finished."""
+
+import base64
 import os
 import subprocess
 import sys
@@ -11,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, copy_pipeline, snakemake
+from conftest import ROOT, copy_pipeline, job_holder, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -29,16 +33,21 @@ def fresh_checkout(dest: Path) -> Path:
     return dest
 
 
-def script(name: str, workdir: Path, state: Path, seconds: int, *args: str) -> subprocess.CompletedProcess:
-    """scripts/NAME STATE SECONDS on the smoke grid, with this interpreter's snakemake on the PATH."""
+def script(
+    name: str, workdir: Path, state: Path, seconds: float, *args: str, hold: str = ""
+) -> subprocess.CompletedProcess:
+    """scripts/NAME STATE SECONDS on the smoke grid, with this interpreter's snakemake on the PATH; the job
+    writing ``hold`` (if given) waits until the slice is cut."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if hold:
+        env.update(job_holder(hold, workdir.parent / f"{workdir.name}-held"))
     cmd = [f"scripts/{name}", str(state), str(seconds), "--config", "grid=smoke", "--", *args]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
 
 
-def run_slice(workdir: Path, state: Path, seconds: int, *targets: str) -> subprocess.CompletedProcess:
-    return script("run-slice", workdir, state, seconds, *targets)
+def run_slice(workdir: Path, state: Path, seconds: float, *targets: str, hold: str = "") -> subprocess.CompletedProcess:
+    return script("run-slice", workdir, state, seconds, *targets, hold=hold)
 
 
 def fill_slice(workdir: Path, state: Path, seconds: int, *pairs: str) -> subprocess.CompletedProcess:
@@ -50,8 +59,9 @@ def ran(proc: subprocess.CompletedProcess) -> list[str]:
     return [line.split(": ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("    output: ")]
 
 
-def test_usage_is_printed_without_arguments():
-    proc = subprocess.run([ROOT / "scripts/run-slice"], capture_output=True, text=True)
+@pytest.mark.parametrize("args", [[], ["state.tgz", "ten"]], ids=["no arguments", "SECONDS not a number"])
+def test_usage_is_printed_for_a_usage_error(args):
+    proc = subprocess.run([ROOT / "scripts/run-slice", *args], capture_output=True, text=True)
     assert proc.returncode == 2 and "scripts/run-slice STATE SECONDS" in proc.stderr
 
 
@@ -64,16 +74,46 @@ def test_slices_on_fresh_checkouts_finish_the_grid_without_rerunning_anything(tm
     made = tarred_mtime(state, FIRST)
 
     # A slice too short for the second job: it stops, keeps nothing of it, and says another is needed.
-    cut = run_slice(fresh_checkout(tmp_path / "b"), state, 3, FIRST, SECOND)
+    cut = run_slice(fresh_checkout(tmp_path / "b"), state, 3, FIRST, SECOND, hold=SECOND)
     assert cut.returncode == MORE, cut.stdout[-3000:] + cut.stderr[-3000:]
     assert FIRST not in ran(cut)
-    assert not (tmp_path / "b" / SECOND).exists() or any((tmp_path / "b" / ".snakemake/incomplete").iterdir())
+    assert not (tmp_path / "b" / SECOND).exists()
 
     last = run_slice(fresh_checkout(tmp_path / "c"), state, 600, FIRST, SECOND)
     assert last.returncode == DONE, last.stdout[-3000:] + last.stderr[-3000:]
     assert ran(last) == [SECOND]
     assert tarred_mtime(state, FIRST) == made  # carried as it was made: never rerun, never touched
     assert "Nothing to be done" in snakemake(tmp_path / "c", "-n", "--config", "grid=smoke", "--", FIRST, SECOND).stdout
+
+
+def test_a_slice_cut_before_snakemake_starts_asks_for_another(tmp_path):
+    """A limit shorter than Snakemake's start-up: nothing ran, the state is written all the same, and
+    another slice is due."""
+    state = tmp_path / "state.tgz"
+    cut = run_slice(fresh_checkout(tmp_path / "a"), state, 0.01, FIRST, hold=FIRST)
+    assert cut.returncode == MORE, cut.stdout[-3000:] + cut.stderr[-3000:]
+    with tarfile.open(state) as tar:
+        assert {"results", ".snakemake/incomplete"} <= set(tar.getnames())
+        assert not [m for m in tar.getmembers() if m.name.startswith("results/") and m.isfile()]
+
+
+def test_an_output_beside_its_incomplete_marker_asks_for_another_slice(tmp_path):
+    """A slice cut after its job wrote its output but before Snakemake cleared the job's incomplete
+    marker: the output is not trusted; the next slice reruns its job."""
+    made = tmp_path / "made"
+    (made / FIRST).parent.mkdir(parents=True)
+    (made / FIRST).write_text("written before the cut\n")
+    incomplete = made / ".snakemake/incomplete"  # Snakemake's marker: the output's path, base64
+    incomplete.mkdir(parents=True)
+    (incomplete / base64.urlsafe_b64encode(FIRST.encode()).decode()).write_text('{"external_jobid": null}')
+    state = tmp_path / "state.tgz"
+    with tarfile.open(state, "w:gz") as tar:
+        for path in ("results", ".snakemake/incomplete"):
+            tar.add(made / path, arcname=path)
+
+    cut = run_slice(fresh_checkout(tmp_path / "b"), state, 0.01, FIRST, hold=FIRST)
+    assert cut.returncode == MORE, cut.stdout[-3000:] + cut.stderr[-3000:]
+    assert "e2e" in cut.stdout  # the job the next slice runs
 
 
 def tarred_mtime(state: Path, member: str) -> float:

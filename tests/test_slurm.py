@@ -2,7 +2,8 @@
 packages, installed by .ci/run), one node with two fake GPUs (GRES files the test creates).
 
 - the smoke grid through profiles/slurm-cpu: every measuring job goes through sbatch, completes,
-  runs its command once and asks for no GPU; the report is made;
+  runs its command once, asks for no GPU and is charged to the profile's account (none guessed);
+  the report is made;
 - profiles/slurm's requests, on the fake GPUs: GPUs where a job uses them, one task per job;
 - a study that fails shows its log and its error; a job past its time limit leaves nothing behind
   and `--rerun-incomplete` finishes it.
@@ -178,14 +179,19 @@ def run(cluster, workdir, *args, check=True):
 def test_the_smoke_grid_runs_through_slurm(cluster, tmp_path):
     workdir = copy_pipeline(tmp_path)
     # two jobs at a time: the node is this 2-core machine (the profile's 16 are for a real partition)
-    run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", "report/final.md", "--jobs", "2")
+    proc = run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", "report/final.md", "--jobs", "2")
     assert (workdir / "report/final.md").read_text().startswith("# lmperf report")
+    assert "SLURM account" not in proc.stdout + proc.stderr  # the plugin guesses one where none is named
 
     measuring = [j for j in dry_run_jobs(workdir, "--forceall", "--config", "grid=smoke") if j["benchmark"]]
     jobs = slurm_jobs(cluster)
     assert len(jobs) == len(measuring)  # each through sbatch; aggregation, figures, report stay local
     assert {j["JobState"] for j in jobs.values()} == {"COMPLETED"}
     assert all(j["NumTasks"] == "1" and "gpu" not in j.get("TresPerJob", "") for j in jobs.values())
+    account = yaml.safe_load((ROOT / "profiles/slurm-cpu/config.yaml").read_text())["default-resources"][
+        "slurm_account"
+    ]
+    assert {j["Account"] for j in jobs.values()} == {account}
 
     # each job's command ran once: one process per output for a study, torchrun's ranks for the rest
     started = {}
@@ -208,9 +214,12 @@ def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
     }
     before = set(slurm_jobs(cluster))
     # the GPU profile as it is, on the smoke grid (the studies fall back to the CPU)
-    run(cluster, workdir, "--workflow-profile", "profiles/slurm", *targets, "--config", "grid=smoke")
+    proc = run(cluster, workdir, "--workflow-profile", "profiles/slurm", *targets, "--config", "grid=smoke")
+    assert "SLURM account" not in proc.stdout + proc.stderr
     jobs = [job for job_id, job in slurm_jobs(cluster).items() if job_id not in before]
     assert len(jobs) == len(targets)
+    account = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())["default-resources"]["slurm_account"]
+    assert {j["Account"] for j in jobs} == {account}
     for rule, gpus in targets.values():
         (job,) = [j for j in jobs if re.fullmatch(rf"rule_{rule}(_wildcards_.*)?", j.get("Comment", ""))]
         assert job["JobState"] == "COMPLETED" and job["NumTasks"] == "1" and job["Partition"] == "gpu"

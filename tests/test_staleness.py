@@ -167,6 +167,21 @@ def test_every_config_key_reruns_exactly_the_rules_that_read_it(smoke_clone):
     assert sorted(unused) == sorted(UNUSED_ON_SMOKE), f"keys no rule reads: {sorted(unused)}"
 
 
+def test_results_measured_on_another_device_are_rerun(smoke_clone):
+    """The smoke run measured on this CPU. Run where the jobs get a GPU (device=cuda, as profiles/slurm
+    says), every measuring job reruns, its params naming the device, and nothing else for its own sake:
+    no CPU-measured row stays current for a GPU report."""
+    measuring = {
+        j["output"] for j in dry_run_jobs(smoke_clone, "--forceall", "--config", "grid=smoke") if j["benchmark"]
+    }
+    jobs = dry_run_jobs(smoke_clone, "--config", "grid=smoke", "device=cuda")
+    assert measuring <= {j["output"] for j in jobs}
+    # rule ladder is downstream of ladder_timed: Snakemake then reports only that reason
+    assert {j["output"] for j in jobs if direct(j)} == {j["output"] for j in jobs if j["rule"] != "ladder"} & measuring
+    assert all("Params have changed" in j["reason"] for j in jobs if direct(j))
+    assert dry_run(smoke_clone, "--config", "grid=smoke", "device=cpu") == {}  # what device=auto chose here
+
+
 def _nested(path: tuple, value) -> dict:
     tree = value
     for key in reversed(path):

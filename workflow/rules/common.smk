@@ -28,7 +28,11 @@ def devices(gpus):
     return gpus if GPUS else 1
 
 
-GRID_NAME = config["grid"] if config["grid"] != "auto" else ("full" if GPUS else "smoke")
+# The kind of device the measuring jobs run on. Each measuring rule has it as params.device, so a result
+# measured on a CPU is rerun, by Snakemake's params trigger, when the jobs move to a GPU (and back). A
+# cluster profile names it: the host that builds the DAG need not have the GPUs its jobs get.
+DEVICE = config["device"] if config["device"] != "auto" else ("cuda" if GPUS else "cpu")
+GRID_NAME = config["grid"] if config["grid"] != "auto" else ("full" if DEVICE == "cuda" else "smoke")
 GRID = config["grids"][GRID_NAME]
 E2E = GRID["e2e"]
 WARMUP = GRID["warmup"]
@@ -140,7 +144,9 @@ def excluding(targets, patterns):
 
 
 def alternatives(values):
-    return "|".join(re.escape(str(v)) for v in values)
+    """A wildcard constraint matching exactly these values. None matches nothing ("(?!)"): an empty
+    constraint would be no constraint, and a rule constrained to no values would claim every file."""
+    return "|".join(re.escape(str(v)) for v in values) or "(?!)"
 
 
 wildcard_constraints:

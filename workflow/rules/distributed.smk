@@ -22,6 +22,7 @@ rule allreduce:
     resources:
         device=lambda wc: devices(allreduce_gpus(wc.backend, wc.world)),
     params:
+        device=DEVICE,
         min_bytes=ALLREDUCE["min_bytes"],
         max_bytes=lambda wc: ALLREDUCE["max_bytes"] if wc.backend == "nccl" else ALLREDUCE["gloo_max_bytes"],
         step_factor=ALLREDUCE["step_factor"],
@@ -79,6 +80,7 @@ rule ddp_train:
         device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
+        device=DEVICE,
         variants=",".join(DDP["variants"]),
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
@@ -101,6 +103,7 @@ rule ddp_sharding:
         device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
+        device=DEVICE,
         batch=min(DDP["global_batches"]),
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
@@ -122,6 +125,7 @@ rule ddp_timeline:
         device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
+        device=DEVICE,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     shell:

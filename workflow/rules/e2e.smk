@@ -36,6 +36,7 @@ rule e2e:
     resources:
         device=1,
     params:
+        device=DEVICE,
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
         attention=",".join(E2E["attention"]),
         context_lengths=",".join(map(str, E2E["context_lengths"])),
@@ -111,6 +112,7 @@ rule warmup:
     resources:
         device=1,
     params:
+        device=DEVICE,
         ctx=WARMUP["context_length"],
         measured_steps=WARMUP["measured_steps"],
         batch_size=E2E["batch_size"],

@@ -19,6 +19,7 @@ rule flash_leaderboard:
     resources:
         device=1,
     params:
+        device=DEVICE,
         warmup_ms=FLASH["leaderboard"]["warmup_ms"],
         rep_ms=FLASH["leaderboard"]["rep_ms"],
         rounds=FLASH["leaderboard"]["rounds"],
@@ -43,6 +44,7 @@ rule flash_sweep:
     resources:
         device=1,
     params:
+        device=DEVICE,
         seq_lengths=",".join(map(str, FLASH["sweep"]["seq_lengths"])),
         implementations=",".join(FLASH["sweep"]["implementations"]),
         warmup_ms=FLASH["sweep"]["warmup_ms"],
@@ -73,6 +75,7 @@ rule attention_sweep:
     resources:
         device=1,
     params:
+        device=DEVICE,
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
         seq_lengths=",".join(map(str, ATTN["seq_lengths"])),
         batch=ATTN["batch"],

@@ -26,6 +26,7 @@ rule ladder_timed:
     resources:
         device=1,
     params:
+        device=DEVICE,
         batch_size=LADDER["batch_size"],
         warmup_steps=LADDER["warmup_steps"],
         measured_steps=LADDER["measured_steps"],
@@ -56,6 +57,7 @@ rule ladder:
     resources:
         device=1,
     params:
+        device=DEVICE,
         batch_size=LADDER["batch_size"],
         check_steps=LADDER["check_steps"],
         settle_seconds=LADDER["settle_seconds"],

@@ -29,6 +29,7 @@ rule memory:
     resources:
         device=1,
     params:
+        device=DEVICE,
         size=MEMORY["size"],
         steps=MEMORY["steps"],
     shell:

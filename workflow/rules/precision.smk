@@ -17,6 +17,8 @@ rule precision:
         experiment=alternatives(PRECISION_EXPERIMENTS),
     resources:
         device=1,
+    params:
+        device=DEVICE,
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.precision {wildcards.experiment} --out {output} > {log} 2>&1"

@@ -30,12 +30,13 @@ rule profile:
     benchmark:
         "benchmarks/profile/{size}/{mode}-ctx{ctx}.tsv"
     wildcard_constraints:
-        size=alternatives(PROFILE["sizes"]) if PROFILE["sizes"] else "(?!)",
+        size=alternatives(PROFILE["sizes"]),
         mode="forward|train_step",
         ctx=r"\d+",
     resources:
         device=1,
     params:
+        device=DEVICE,
         warmup=PROFILE["warmup_steps"],
         steps=PROFILE["measured_steps"],
         profiler=PROFILE["profiler"],
