@@ -78,22 +78,13 @@ def test_a_killed_job_frees_its_gpu(tmp_path):
 
 
 def test_no_gpu_jobs_see_none_and_cpu_machines_run_as_they_are(tmp_path):
-    show = [sys.executable, "-c", "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))"]
-    gloo = subprocess.run(
-        [sys.executable, "-m", "lmperf.gpu_slots", "0", "--", *show],
-        env=slots_env(tmp_path, "0,1"),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert gloo.stdout.strip() == ""  # a job of 0 GPUs (gloo's CPU ranks) sees no GPU
-    cpu = subprocess.run(
-        [sys.executable, "-m", "lmperf.gpu_slots", "1", "--", *show],
-        env=slots_env(tmp_path, ""),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    def visible(gpus: str, count: int) -> subprocess.CompletedProcess:
+        show = [sys.executable, "-c", "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))"]
+        command = [sys.executable, "-m", "lmperf.gpu_slots", str(count), "--", *show]
+        return subprocess.run(command, env=slots_env(tmp_path, gpus), capture_output=True, text=True, check=True)
+
+    assert visible("0,1", 0).stdout.strip() == ""  # a job of 0 GPUs (gloo's CPU ranks) sees no GPU
+    cpu = visible("", 1)
     assert cpu.stdout.strip() == "" and "gpu_slots" not in cpu.stderr  # no GPU: nothing assigned
 
 
