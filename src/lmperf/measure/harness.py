@@ -225,8 +225,8 @@ def steady_peak_gib(step, device: torch.device, held=None, model: torch.nn.Modul
         step()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) / 2**30
-    if held is None:
-        return float("nan")
+    if held is None or torch.autograd.profiler._is_profiler_enabled:
+        return float("nan")  # no allocation trace, or a profiler already records (a second would break its trace)
     from torch.profiler import ProfilerActivity, profile
 
     from lmperf.memory_trace import events_from_profiler, live_bytes
