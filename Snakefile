@@ -6,6 +6,7 @@
 #   file we cannot test against a real GPU stack would be a promise, not a deployment.
 # - "Absolute path /dev/nvidia[0-9]*" (common.smk): the device files are how a GPU is seen
 #   without importing torch.
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("8.20")
@@ -14,7 +15,13 @@ min_version("8.20")
 configfile: "config.yaml"
 
 
-validate(config, schema="workflow/schemas/config.schema.yaml")
+try:
+    validate(config, schema="workflow/schemas/config.schema.yaml")
+except WorkflowError as error:  # say what is wrong and where, not the whole schema and config
+    cause = error.__cause__ or error.__context__  # jsonschema's ValidationError
+    if not hasattr(cause, "json_path"):
+        raise
+    raise WorkflowError(f"config: {cause.message}, at {cause.json_path}") from None
 
 
 include: "workflow/rules/common.smk"

@@ -123,7 +123,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[s
         "",
         f"Grid `{grid}`. Every number and every measured statement below is rendered from the CSVs under "
         "`results/`; nothing is typed by hand. Remake it with "
-        f"`.venv/bin/snakemake --cores 1 report/final.md --config grid={grid}`.",
+        f"`.venv/bin/snakemake --cores all --config grid={grid}`.",
         "",
         provenance(list(frames.values()), frames["cost"]),
         "",
