@@ -131,7 +131,7 @@ def test_memory_and_ddp_slice_says_what_its_sections_show():
     met or the section says why not from data."""
     readme, sections = (MEMORY_DDP / "README.md").read_text(), (MEMORY_DDP / "sections.md").read_text()
     larger = sections.split("### Global batch 16")[1].split("##")[0]
-    assert "(bar: within a factor of 2: **met**)" in larger or "Why the model misses" in larger
+    assert "(target: within a factor of 2: **met**)" in larger or "Why the model misses" in larger
     for pattern in (
         r"measured / predicted exposed communication: ([\d.]+)–([\d.]+)×",
         r"backward runs longer than local's by ([\d.]+)–([\d.]+) ms",

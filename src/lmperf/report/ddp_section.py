@@ -269,7 +269,7 @@ def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str
             within = all(0.5 <= r <= 2 for r in ratios)
             out.append(
                 f"- Bucketed variants, measured / predicted exposed communication: {span(min(ratios), max(ratios))}× "
-                f"(bar: within a factor of 2: **{'met' if within else 'not met'}**)."
+                f"(target: within a factor of 2: **{'met' if within else 'not met'}**)."
             )
             if not within:
                 out += _why_the_model_misses(by, predicted)
@@ -397,8 +397,8 @@ def render_sharding(sharding: pd.DataFrame) -> list[str]:
         f"- Computed breakdown, unsharded: parameters + gradients + AdamW state = {num(budget, 0)} MiB against "
         f"{num(unsharded['allocated_after_step_mib'], 0)} MiB allocated after the step.",
         f"- Sharding should remove {num(should, 0)} MiB of optimizer state per rank; memory after the step is "
-        f"{num(abs(saved), 0)} MiB {'lower' if saved >= 0 else 'higher'}, **{pct(saved / should)}** of it (bar: ≥ 90%: "
-        f"**{'met' if saved >= 0.9 * should else 'not met'}**).",
+        f"{num(abs(saved), 0)} MiB {'lower' if saved >= 0 else 'higher'}, **{pct(saved / should)}** of it "
+        f"(target: ≥ 90%: **{'met' if saved >= 0.9 * should else 'not met'}**).",
         f"- The optimizer step goes from {num(unsharded['optimizer_median_ms'])} ms to "
         f"{num(sharded['optimizer_median_ms'])} ms "
         f"({'+' if difference >= 0 else '−'}{num(abs(difference))} ms"

@@ -199,7 +199,7 @@ def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
             )
         ),
         "",
-        f"- Largest difference {pct(worst)} (bar: within {pct(E2E_AGREEMENT, 0)}: "
+        f"- Largest difference {pct(worst)} (target: within {pct(E2E_AGREEMENT, 0)}: "
         f"**{'met' if worst <= E2E_AGREEMENT else 'not met'}**).",
         "",
     ]

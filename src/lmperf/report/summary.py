@@ -106,7 +106,7 @@ def memory_finding(memory: pd.DataFrame | None, e2e: pd.DataFrame) -> str | None
         worst = joined["difference"].abs().max()
         line += (
             f" Check: the e2e study's peak of the same points is within {pct(worst)} "
-            f"(bar {pct(E2E_AGREEMENT, 0)}: {'met' if worst <= E2E_AGREEMENT else 'not met'})."
+            f"(target {pct(E2E_AGREEMENT, 0)}: {'met' if worst <= E2E_AGREEMENT else 'not met'})."
         )
     return line + " " + see("Memory")
 
