@@ -42,20 +42,24 @@ def test_an_unknown_phase_is_refused_with_its_name():
             pass
 
 
-def test_write_rows_leaves_the_split_beside_a_main_output_only(tmp_path, monkeypatch):
+def test_write_rows_leaves_the_split_beside_the_benchmark_of_a_main_output_only(tmp_path, monkeypatch):
+    """results/ holds only declared outputs: the split goes to benchmarks/, where Snakemake's file is."""
     monkeypatch.setenv("LMPERF_JOB_START", str(time.time()))
     monkeypatch.delenv("RANK", raising=False)
-    write_rows([{"status": "ok", "x": 1}], tmp_path / "main.csv")
-    write_rows([{"status": "ok", "x": 1}], tmp_path / "main-kernels.csv", cost=False)
-    split = pd.read_csv(tmp_path / "main.cost.csv")
+    write_rows([{"status": "ok", "x": 1}], tmp_path / "results/e2e/main.csv")
+    write_rows([{"status": "ok", "x": 1}], tmp_path / "results/e2e/main-kernels.csv", cost=False)
+    write_rows([{"status": "ok", "x": 1}], tmp_path / "by-hand.csv")  # not a pipeline output: no split
+    split = pd.read_csv(tmp_path / "benchmarks/e2e/main.cost.csv")
     assert list(split["phase"]) == list(phases.PHASES) and split.loc[split.phase == "write", "seconds"].item() > 0
-    assert not (tmp_path / "main-kernels.cost.csv").exists()
+    assert sorted(p.name for p in (tmp_path / "benchmarks/e2e").iterdir()) == ["main.cost.csv"]
+    assert sorted(p.name for p in (tmp_path / "results/e2e").iterdir()) == ["main-kernels.csv", "main.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["benchmarks", "by-hand.csv", "results"]
 
 
 def test_only_rank_0_writes_the_split(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
-    write_rows([{"status": "ok"}], tmp_path / "rank1.csv")
-    assert (tmp_path / "rank1.csv").exists() and not (tmp_path / "rank1.cost.csv").exists()
+    write_rows([{"status": "ok"}], tmp_path / "results/rank1.csv")
+    assert (tmp_path / "results/rank1.csv").exists() and not (tmp_path / "benchmarks").exists()
 
 
 def test_the_cost_table_reads_each_jobs_split(tmp_path):
@@ -71,7 +75,7 @@ def test_the_cost_table_reads_each_jobs_split(tmp_path):
         split = {name: 0.0 for name in phases.PHASES} | {"start": 1.0, "timed": wall_s - 3.0, "other": 1.5}
         pd.DataFrame({"phase": list(split), "seconds": list(split.values())}).assign(
             job_start=start, gpus=gpus, host="node"
-        ).to_csv(tmp_path / f"results/e2e/{name}.cost.csv", index=False)
+        ).to_csv(tmp_path / f"benchmarks/e2e/{name}.cost.csv", index=False)
     jobs = cost.collect([str(tmp_path / "benchmarks/e2e/a.tsv"), str(tmp_path / "benchmarks/e2e/b.tsv")], [1, 1])
     assert list(jobs["exit_s"]) == pytest.approx([0.5, 0.5]) and list(jobs["timed_s"]) == [7.0, 17.0]
     assert cost.elapsed(jobs) == (pytest.approx(25 / 60), ["node:0", "node:1"])  # 1000 s to 1025 s

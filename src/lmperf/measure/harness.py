@@ -37,6 +37,7 @@ from lmperf.measure.timing import (
     host_bound,
     measure,
 )
+from lmperf.memory_trace import events_from_profiler, live_bytes
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
 
@@ -228,8 +229,6 @@ def steady_peak_gib(step, device: torch.device, held=None, model: torch.nn.Modul
     if held is None or torch.autograd.profiler._is_profiler_enabled:
         return float("nan")  # no allocation trace, or a profiler already records (a second would break its trace)
     from torch.profiler import ProfilerActivity, profile
-
-    from lmperf.memory_trace import events_from_profiler, live_bytes
 
     if model is not None:
         model.zero_grad(set_to_none=True)

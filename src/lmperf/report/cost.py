@@ -12,8 +12,9 @@ GPU-minutes count only the jobs that held a GPU: ``--gpus`` gives the GPUs each 
 GPU machine, and the job's own result rows (``results/`` mirrors ``benchmarks/``) say where it ran: a
 job whose rows were measured on a CPU (``device_type``) held none, so a CPU-only run costs no GPU time.
 
-Where the time went: each job's ``<result>.cost.csv`` (lmperf.measure.phases) splits it into start,
-build, warm-up, capture, settle, timed, profile, write and other; ``exit`` is the rest of the
+Where the time went: each job's ``benchmarks/<target>.cost.csv`` (lmperf.measure.phases), beside its
+benchmark file, splits it into start, build, warm-up, capture, settle, timed, profile, write and
+other; ``exit`` is the rest of the
 benchmark's wall time (the interpreter's exit). The same files give each job's start, GPUs and host,
 so the section also says how long the run took from its first job's start to its last job's end, and
 on which GPUs.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmperf.measure.phases import PHASES, sidecar
+from lmperf.measure.phases import PHASES
 from lmperf.measure.rows import write_csv_atomic
 from lmperf.report.markdown import num, table
 
@@ -66,7 +67,7 @@ def collect(paths: list[str], gpus: list[int]) -> pd.DataFrame:
                 "wall_s": wall_s,
                 "device_type": ran_on,
                 "gpus": held,
-                **phase_columns(Path(sidecar(str(result_of(path)))), wall_s),
+                **phase_columns(Path(path).with_suffix(".cost.csv"), wall_s),
             }
         )
     return pd.DataFrame(rows)
@@ -157,7 +158,7 @@ def render(jobs: pd.DataFrame) -> str:
     split = split_table(jobs)
     where = (
         [
-            "Where each study's job time went, from the split each job wrote beside its result "
+            "Where each study's job time went, from the split each job wrote beside its benchmark file "
             "(`lmperf.measure.phases`): *start* is process start and imports, *warmup* includes compiling and "
             "autotuning, *timed* the measured steps and their statistics, *exit* the interpreter's exit.",
             "",
