@@ -2,6 +2,7 @@
 rungs computing the same thing (the smoke run's loss check), and the section's computed claims."""
 
 import argparse
+import time
 
 import pandas as pd
 import pytest
@@ -522,6 +523,26 @@ def test_a_point_in_two_processes_checks_what_one_process_does(tmp_path):
     for row in checked:
         assert row["loss_after_check"] == one[row["rung"]]["loss_after_check"] < row["initial_loss"]
         assert row["initial_loss"] == one[row["rung"]]["initial_loss"]
+
+
+def test_a_rungs_first_call_counts_as_warm_up_in_the_jobs_cost_split():
+    """A rung's first call compiles and autotunes (at 2.7B for minutes): the job's cost split names it
+    warm-up, not an unattributed remainder."""
+    from lmperf.measure import Budget, phases
+    from lmperf.studies import ladder as study
+
+    calls = []
+
+    def step():
+        if not calls:
+            time.sleep(0.3)  # the first call "compiles"
+        calls.append(1)
+
+    phases.reset()
+    budget = Budget(min_steps=2, rel_halfwidth=0.5, max_seconds=0.05)
+    study.timed_block("rung", step, torch.device("cpu"), 1, budget, 0.0, None)
+    assert phases.split()["warmup"] >= 0.3
+    phases.reset()
 
 
 def test_a_checked_part_needs_its_timed_part():

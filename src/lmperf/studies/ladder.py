@@ -49,6 +49,7 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
+from lmperf.measure.phases import phase
 from lmperf.measure.power import Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
@@ -658,7 +659,8 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
     """``step`` run once (it may compile), held for ``settle_s`` untimed, then timed by ``measure``
     while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry the error."""
     try:
-        step()
+        with phase("warmup"):  # the first call compiles and autotunes: the job's cost split counts it so
+            step()
         held = hold(step, device, settle_s)
     except torch.OutOfMemoryError as error:
         free_memory(device)
