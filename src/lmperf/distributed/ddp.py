@@ -11,7 +11,10 @@ parameters appear once there, so they are reduced once.
 - DDPIndividualParameters: one asynchronous all-reduce per parameter, launched by a
   post-accumulate-grad hook as soon as that gradient is final, so communication overlaps backward.
 - DDPBucketed: the same overlap with gradients grouped into buckets of at most bucket_size_mb,
-  filled in reverse parameter order (roughly the order backward produces them).
+  filled in reverse parameter order (roughly the order backward produces them). With
+  ``comm_dtype=torch.bfloat16`` each bucket travels in bf16, half the bytes of fp32 gradients, as
+  torch's ``bf16_compress_hook`` does for its DDP: averaged before the all-reduce (the sum of bf16
+  values stays in range), and copied back into the fp32 gradients after it.
 """
 
 import weakref
@@ -104,10 +107,12 @@ class DDPIndividualParameters(_DataParallel):
 
 
 class DDPBucketed(_DataParallel):
-    """bucket_size_mb=None puts every gradient in one bucket."""
+    """bucket_size_mb=None puts every gradient in one bucket; comm_dtype, if given, is the dtype the
+    buckets are all-reduced in (None: the gradients' own)."""
 
-    def __init__(self, module: nn.Module, bucket_size_mb: float | None):
+    def __init__(self, module: nn.Module, bucket_size_mb: float | None, comm_dtype: torch.dtype | None = None):
         super().__init__(module)
+        self.comm_dtype = comm_dtype
         self.buckets = make_buckets(self.params, bucket_size_mb)
         self._bucket_of = {id(p): i for i, bucket in enumerate(self.buckets) for p in bucket}
         self.on_train_batch_start()
@@ -125,6 +130,8 @@ class DDPBucketed(_DataParallel):
 
     def _launch(self, index: int) -> None:
         flat = _flatten_dense_tensors(self._grads(self.buckets[index]))
+        if self.comm_dtype is not None:
+            flat = flat.to(self.comm_dtype).div_(self.world_size)
         self._pending.append((dist.all_reduce(flat, async_op=True), flat, index))
 
     def finish_gradient_synchronization(self) -> None:
@@ -134,7 +141,8 @@ class DDPBucketed(_DataParallel):
                 self._launch(index)
         for work, flat, index in self._pending:
             work.wait()
-            flat.div_(self.world_size)
+            if self.comm_dtype is None:
+                flat.div_(self.world_size)
             grads = [p.grad for p in self.buckets[index]]
             for grad, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
                 grad.copy_(synced)
