@@ -407,49 +407,57 @@ def figure_or_reason(title: str, path: str, drawn: bool, reason: str) -> list[st
     return [f"![{title}]({path})" if drawn else f"*{title}: not drawn, {reason}.*", ""]
 
 
-def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
-    """Everything but the attention subsection uses the naive-attention rows, the handout's model."""
-    e2e = handout_model(e2e_all)
-    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", "### Step times", ""]
-    for precision in ("fp32", "bf16"):
-        for compile_ in ("eager", "compiled"):
-            frame = step_time_table(e2e, precision, compile_)
-            if not frame.empty:
-                out += [f"**{precision}, {compile_}**", "", table(frame), ""]
-    graphed = not gpu_bound(e2e_all).empty
-    no_graphs = "no step was replayed as a CUDA graph in this run (that needs a CUDA device)"
-    if graphed:
-        out += [
-            *paragraphs(_physics_sentence(e2e_all), _host_sentence(e2e), _ci_sentence(e2e_all)),
-            *figure_or_reason("Launched vs graphed step time", "figures/e2e_host_overhead.png", True, ""),
-            *figure_or_reason("Graphed step time vs model size", "figures/e2e_time_vs_size.png", True, ""),
-            "### The backward pass",
-            "",
-            _ratio_sentence(e2e),
-            "",
-            *figure_or_reason(
-                "Forward+backward over forward",
-                "figures/e2e_backward_ratio.png",
-                not backward_ratio(e2e).empty,
-                "no grid point has both a graphed forward and a graphed forward+backward time",
-            ),
-        ]
-        paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
-        out += ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
-        if not gains.empty:
-            out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
-        paragraph, gains = _speedup_paragraph(
-            e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
-        )
-        out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
-        if not gains.empty:
-            out += [table(_speedup_table(gains, "precision")), ""]
-    else:
-        out += [
+def _step_tables(e2e: pd.DataFrame) -> list[str]:
+    out = ["### Step times", ""]
+    for precision, compile_, _ in _regimes(e2e):
+        frame = step_time_table(e2e, precision, compile_)
+        if not frame.empty:
+            out += [f"**{precision}, {compile_}**", "", table(frame), ""]
+    return out
+
+
+def _graphed_parts(e2e_all: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+    """The comparisons built on graphed times: physics, host overhead, repeatability, the backward
+    ratio; or where no step was graphed, which figures that leaves out."""
+    if gpu_bound(e2e_all).empty:
+        return [
             "*Not drawn: launched vs graphed step time, graphed step time vs model size, forward+backward over "
-            f"forward and the bf16 speed-up, since {no_graphs}.*",
+            "forward and the bf16 speed-up, since no step was replayed as a CUDA graph in this run (that needs a "
+            "CUDA device).*",
             "",
         ]
+    return [
+        *paragraphs(_physics_sentence(e2e_all), _host_sentence(e2e), _ci_sentence(e2e_all)),
+        *figure_or_reason("Launched vs graphed step time", "figures/e2e_host_overhead.png", True, ""),
+        *figure_or_reason("Graphed step time vs model size", "figures/e2e_time_vs_size.png", True, ""),
+        "### The backward pass",
+        "",
+        _ratio_sentence(e2e),
+        "",
+        *figure_or_reason(
+            "Forward+backward over forward",
+            "figures/e2e_backward_ratio.png",
+            not backward_ratio(e2e).empty,
+            "no grid point has both a graphed forward and a graphed forward+backward time",
+        ),
+        *_speedups(e2e),
+    ]
+
+
+def _speedups(e2e: pd.DataFrame) -> list[str]:
+    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
+    out = ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
+    if not gains.empty:
+        out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
+    paragraph, gains = _speedup_paragraph(
+        e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
+    )
+    out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
+    return out + ([table(_speedup_table(gains, "precision")), ""] if not gains.empty else [])
+
+
+def _mfu_and_optimizer(e2e: pd.DataFrame) -> list[str]:
+    out = []
     mfu = mfu_table(e2e)
     if not mfu.empty:
         out += ["### Model FLOPs utilization (compiled)", "", _mfu_sentence(e2e), "", table(mfu), ""]
@@ -465,7 +473,11 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
             table(opt),
             "",
         ]
-    out += [
+    return out
+
+
+def _warmup_part(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+    return [
         "### Warm-up",
         "",
         warmup_intro(warmup),
@@ -476,17 +488,31 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
         "![Warm-up across processes](figures/warmup_cv.png)",
         "",
     ]
+
+
+def _not_run(e2e_all: pd.DataFrame) -> list[str]:
+    failed = e2e_all[e2e_all["status"] != "ok"]
+    if failed.empty:
+        return []
+    return [
+        "### Points that did not run",
+        "",
+        *(
+            f"- {r.attention}, {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, "
+            f"{MODE_LABELS[r.mode]}: "
+            f"**{r.status}** — {str(r.note).split(' GPU ')[0]}"
+            for r in failed.itertuples()
+        ),
+        "",
+    ]
+
+
+def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
+    """Everything but the attention subsection uses the naive-attention rows, the handout's model."""
+    e2e = handout_model(e2e_all)
+    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", *_step_tables(e2e)]
+    out += _graphed_parts(e2e_all, e2e) + _mfu_and_optimizer(e2e) + _warmup_part(warmup, e2e)
     out += _attention_section(e2e_all)
     timer = _timer_sentence(e2e)
     out += [timer, ""] if timer else []
-    failed = e2e_all[e2e_all["status"] != "ok"]
-    if not failed.empty:
-        out += ["### Points that did not run", ""]
-        for r in failed.itertuples():
-            out.append(
-                f"- {r.attention}, {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, "
-                f"{MODE_LABELS[r.mode]}: "
-                f"**{r.status}** — {str(r.note).split(' GPU ')[0]}"
-            )
-        out.append("")
-    return "\n".join(out)
+    return "\n".join(out + _not_run(e2e_all))
