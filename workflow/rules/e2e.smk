@@ -47,6 +47,7 @@ rule e2e:
         ci_halfwidth=E2E["ci_halfwidth"],
         max_seconds=E2E["max_seconds_per_point"],
         settle_seconds=E2E["settle_seconds"],
+        physics_slack=E2E["physics_slack"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
@@ -54,7 +55,7 @@ rule e2e:
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
         " --ci-halfwidth {params.ci_halfwidth} --max-seconds {params.max_seconds}"
-        " --settle-seconds {params.settle_seconds} --out {output} > {log} 2>&1"
+        " --settle-seconds {params.settle_seconds} --physics-slack {params.physics_slack} --out {output} > {log} 2>&1"
 
 
 # A target too long for one job in a short allocation (a glob of e2e.split_by_context, e.g.

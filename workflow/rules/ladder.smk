@@ -61,11 +61,13 @@ rule ladder:
         batch_size=LADDER["batch_size"],
         check_steps=LADDER["check_steps"],
         settle_seconds=LADDER["settle_seconds"],
+        loss_tolerance=LADDER["loss_tolerance"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.ladder --part checked --timed {input.timed} --size {wildcards.size}"
         " --context-length {wildcards.ctx} --batch-size {params.batch_size} --check-steps {params.check_steps}"
-        " --settle-seconds {params.settle_seconds} --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"
+        " --settle-seconds {params.settle_seconds} --loss-tolerance {params.loss_tolerance}"
+        " --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"
 
 
 rule ladder_figures:

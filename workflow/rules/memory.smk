@@ -32,11 +32,12 @@ rule memory:
         device=DEVICE,
         size=MEMORY["size"],
         steps=MEMORY["steps"],
+        e2e_agreement=MEMORY["e2e_agreement"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.memory --size {params.size} --context-length {wildcards.ctx}"
         " --mode {wildcards.mode} --precision {wildcards.precision} --steps {params.steps}"
-        " --out {output.summary} > {log} 2>&1"
+        " --e2e-agreement {params.e2e_agreement} --out {output.summary} > {log} 2>&1"
 
 
 rule memory_figure:

@@ -7,7 +7,7 @@ spent. Every step is timed twice:
 
 - **launched** from Python, as the handout asks; on a slow host this is the host's time;
 - **graphed**: captured once as a CUDA graph and replayed, the GPU's own time. A row whose
-  launched median exceeds the graphed one by more than ``lmperf.measure.timing.HOST_BOUND`` is host-bound.
+  launched median exceeds the graphed one by more than ``host_bound_threshold`` is host-bound.
   With ``settle_seconds``, the point's replays first run untimed that long, so a large step is timed
   at the clock and power its own work keeps (an H100 at its power limit slows within about a
   second); the SM clock and power sampled while the replays are timed go on the rows.
@@ -27,6 +27,7 @@ from lmperf.measure.flops import peak_tflops, step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import (
+    HOST_BOUND,
     Budget,
     GraphUnavailable,
     Timings,
@@ -55,6 +56,7 @@ class BenchmarkSpec:
     budget: Budget = field(default_factory=Budget)
     graphed: bool = True
     settle_seconds: float = 0.0
+    host_bound_threshold: float = HOST_BOUND
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -80,6 +82,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         "compile": "compiled" if spec.compile else "eager",
         "params": None,
         "measured_steps": spec.budget.min_steps,
+        "ci_halfwidth": spec.budget.rel_halfwidth,
         "device": str(device),
         "matmul_precision": torch.get_float32_matmul_precision(),
     }
@@ -174,7 +177,9 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
         if timings.error is not None:
             results[attention]["note"] = f"graph replay: {str(timings.error).splitlines()[0]}"
             continue
-        results[attention].update(graphed_columns(timings, results[attention]["median_ms"], spec.budget))
+        results[attention].update(
+            graphed_columns(timings, results[attention]["median_ms"], spec.budget, spec.host_bound_threshold)
+        )
         results[attention].update(gpu.columns("graphed_"))
     del replays
     model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
@@ -187,15 +192,16 @@ def replay_each(replays: dict) -> None:
         replay()
 
 
-def graphed_columns(timings: Timings, launched_ms: float, budget: Budget) -> dict:
-    """The graphed_* columns of a replayed step, and how much of the launched median is the host's."""
+def graphed_columns(timings: Timings, launched_ms: float, budget: Budget, threshold: float = HOST_BOUND) -> dict:
+    """The graphed_* columns of a replayed step, and how much of the launched median is the host's:
+    host-bound where launched is more than ``threshold`` over graphed."""
     graphed = summarize_ms(timings.host_s, prefix="graphed_")
     keep = ("median_ms", "ci95_low_ms", "ci95_high_ms", "cv", "n_steps")
     return {
         **{f"graphed_{k}": graphed[f"graphed_{k}"] for k in keep},
         "graphed_converged": timings.converged(budget),
         "host_overhead_ms": launched_ms - graphed["graphed_median_ms"],
-        "host_bound": host_bound(launched_ms, graphed["graphed_median_ms"]),
+        "host_bound": host_bound(launched_ms, graphed["graphed_median_ms"], threshold),
         "graphed_step_times_ms": join_ms(timings.host_s),
     }
 

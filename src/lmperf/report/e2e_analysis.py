@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_hbm_tbps
+from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
 from lmperf.report.markdown import ok
 
@@ -59,9 +60,11 @@ def speedup(e2e: pd.DataFrame, column: str, slow: str, fast: str, value: str = G
     return joined
 
 
-def physics_violations(e2e: pd.DataFrame, slack: float = 0.02) -> pd.DataFrame:
+def physics_violations(e2e: pd.DataFrame, slack: float | None = None) -> pd.DataFrame:
     """Where GPU-bound times break physics: a train step faster than forward+backward, forward+backward
-    faster than forward, or a longer context or a bigger model faster (beyond ``slack``)."""
+    faster than forward, or a longer context or a bigger model faster (beyond ``slack``, by default
+    the rows' ``physics_slack``)."""
+    slack = setting(e2e, "physics_slack") if slack is None else slack
     times = step_times(e2e)
     found = []
     for faster, slower in (("train_step", "forward_backward"), ("forward_backward", "forward")):

@@ -6,7 +6,7 @@ computed sentence uses graphed times and is stated per regime (precision x compi
 
 import pandas as pd
 
-from lmperf.measure.timing import HOST_BOUND
+from lmperf.measure.settings import setting
 from lmperf.report.e2e_analysis import (
     GPU_MS,
     attention_ratios,
@@ -21,7 +21,7 @@ from lmperf.report.e2e_analysis import (
     trend_with_size,
     warmup_steps_cost,
 )
-from lmperf.report.markdown import num, ok, pct, plural, ratio, span, table, text
+from lmperf.report.markdown import num, ok, pct, plural, ratio, share, span, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
 MODES = list(MODE_LABELS)
@@ -91,6 +91,7 @@ def _method(e2e: pd.DataFrame) -> str:
         f"{device}, commit {commits}; batch {first['batch_size']}, optimizer `{first['optimizer']}` AdamW, fp32 "
         f"matmul precision `{first['matmul_precision']}`. "
     )
+    target = f"within ±{share(setting(e2e, 'ci_halfwidth'))}"
     scope = (
         "*Compiled* means each Transformer block under `torch.compile` (regional compilation); *forward* is "
         "inference under `torch.no_grad()`; *train step* is forward, cross-entropy, backward and the optimizer step."
@@ -98,7 +99,7 @@ def _method(e2e: pd.DataFrame) -> str:
     if gpu_bound(e2e).empty:
         return (
             common + f"Each step is timed as the handout asks: {steps}, each synchronized and timed with "
-            "`timeit.default_timer`, repeated until the median's bootstrap 95% CI is within ±1% or the point's time "
+            f"`timeit.default_timer`, repeated until the median's bootstrap 95% CI is {target} or the point's time "
             "budget is spent. Cells show the median (95% CI) in ms. " + scope + " No step of this run was replayed "
             "as a CUDA graph (that needs a CUDA device), so the comparisons built on graphed times (physics checks, "
             "the backward ratio, the bf16 and torch.compile speed-ups, MFU, the optimizer's bandwidth) are left out."
@@ -108,10 +109,9 @@ def _method(e2e: pd.DataFrame) -> str:
         f"method: {steps}, each synchronized and timed with `timeit.default_timer`; on a slow host this measures the "
         "host launching kernels. **Graphed**: the same step captured once as a CUDA graph and replayed, the GPU's own "
         "time (the optimizer is capturable, so the replay runs the launched step's kernels). Both repeat until the "
-        "median's bootstrap 95% CI is within ±1% or the point's time budget is spent. Cells show the median (95% CI) "
-        f"in ms; † marks a host-bound row, launched more than {pct(HOST_BOUND, 0)} over graphed. "
-        + scope
-        + " Conclusions below use "
+        f"median's bootstrap 95% CI is {target} or the point's time budget is spent. Cells show the median (95% CI) "
+        f"in ms; † marks a host-bound row, launched more than {share(setting(e2e, 'host_bound_threshold'))} over "
+        "graphed. " + scope + " Conclusions below use "
         "graphed times, per precision and compile mode."
     )
 
@@ -120,10 +120,11 @@ def _physics_sentence(e2e: pd.DataFrame) -> str:
     rows = gpu_bound(e2e)
     if rows.empty:
         return "No graphed timings (CUDA graphs need a CUDA device), so the physics checks have nothing to check."
+    slack = setting(e2e, "physics_slack")
     bad = physics_violations(e2e)
     checks = (
         "train step ≥ forward+backward ≥ forward at every point, and no time falling as the context or the "
-        "model grows (2% slack)"
+        f"model grows ({share(slack)} slack)"
     )
     if bad.empty:
         return f"Physics check on graphed times, {len(rows)} rows: {checks}: no violation."
@@ -140,10 +141,10 @@ def _host_sentence(e2e: pd.DataFrame) -> str:
         return ""
     parts = []
     for precision, compile_, group in _regimes(rows):
-        share = (group["host_overhead_ms"] / group["median_ms"]).median()
+        overhead = (group["host_overhead_ms"] / group["median_ms"]).median()
         parts.append(
             f"{precision} {compile_}: {int(group['host_bound'].astype(bool).sum())} of {len(group)} rows "
-            f"host-bound, median launch overhead {pct(share)} of the launched time"
+            f"host-bound, median launch overhead {pct(overhead)} of the launched time"
         )
     return (
         "Launched against graphed: " + "; ".join(parts) + ". Where a row is host-bound, its launched time "
@@ -155,12 +156,14 @@ def _ci_sentence(e2e: pd.DataFrame) -> str:
     rows = gpu_bound(e2e)
     if rows.empty:
         return ""
+    target = setting(e2e, "ci_halfwidth")
     half = (rows["graphed_ci95_high_ms"] - rows["graphed_ci95_low_ms"]) / 2 / rows[GPU_MS]
     launched = ok(e2e)
     launched_half = (launched["ci95_high_ms"] - launched["ci95_low_ms"]) / 2 / launched["median_ms"]
     return (
-        f"Repeatability: {pct((half <= 0.01).mean())} of the {len(rows)} graphed medians have a 95% CI within ±1% "
-        f"(largest ±{pct(half.max(), 2)}); of the launched medians, {pct((launched_half <= 0.01).mean())} do "
+        f"Repeatability: {pct((half <= target).mean())} of the {len(rows)} graphed medians have a 95% CI within "
+        f"±{share(target)} (largest ±{pct(half.max(), 2)}); of the launched medians, "
+        f"{pct((launched_half <= target).mean())} do "
         f"(largest ±{pct(launched_half.max(), 2)}), the rest stopped at the time budget."
     )
 
@@ -404,49 +407,57 @@ def figure_or_reason(title: str, path: str, drawn: bool, reason: str) -> list[st
     return [f"![{title}]({path})" if drawn else f"*{title}: not drawn, {reason}.*", ""]
 
 
-def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
-    """Everything but the attention subsection uses the naive-attention rows, the handout's model."""
-    e2e = handout_model(e2e_all)
-    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", "### Step times", ""]
-    for precision in ("fp32", "bf16"):
-        for compile_ in ("eager", "compiled"):
-            frame = step_time_table(e2e, precision, compile_)
-            if not frame.empty:
-                out += [f"**{precision}, {compile_}**", "", table(frame), ""]
-    graphed = not gpu_bound(e2e_all).empty
-    no_graphs = "no step was replayed as a CUDA graph in this run (that needs a CUDA device)"
-    if graphed:
-        out += [
-            *paragraphs(_physics_sentence(e2e_all), _host_sentence(e2e), _ci_sentence(e2e_all)),
-            *figure_or_reason("Launched vs graphed step time", "figures/e2e_host_overhead.png", True, ""),
-            *figure_or_reason("Graphed step time vs model size", "figures/e2e_time_vs_size.png", True, ""),
-            "### The backward pass",
-            "",
-            _ratio_sentence(e2e),
-            "",
-            *figure_or_reason(
-                "Forward+backward over forward",
-                "figures/e2e_backward_ratio.png",
-                not backward_ratio(e2e).empty,
-                "no grid point has both a graphed forward and a graphed forward+backward time",
-            ),
-        ]
-        paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
-        out += ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
-        if not gains.empty:
-            out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
-        paragraph, gains = _speedup_paragraph(
-            e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
-        )
-        out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
-        if not gains.empty:
-            out += [table(_speedup_table(gains, "precision")), ""]
-    else:
-        out += [
+def _step_tables(e2e: pd.DataFrame) -> list[str]:
+    out = ["### Step times", ""]
+    for precision, compile_, _ in _regimes(e2e):
+        frame = step_time_table(e2e, precision, compile_)
+        if not frame.empty:
+            out += [f"**{precision}, {compile_}**", "", table(frame), ""]
+    return out
+
+
+def _graphed_parts(e2e_all: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+    """The comparisons built on graphed times: physics, host overhead, repeatability, the backward
+    ratio; or where no step was graphed, which figures that leaves out."""
+    if gpu_bound(e2e_all).empty:
+        return [
             "*Not drawn: launched vs graphed step time, graphed step time vs model size, forward+backward over "
-            f"forward and the bf16 speed-up, since {no_graphs}.*",
+            "forward and the bf16 speed-up, since no step was replayed as a CUDA graph in this run (that needs a "
+            "CUDA device).*",
             "",
         ]
+    return [
+        *paragraphs(_physics_sentence(e2e_all), _host_sentence(e2e), _ci_sentence(e2e_all)),
+        *figure_or_reason("Launched vs graphed step time", "figures/e2e_host_overhead.png", True, ""),
+        *figure_or_reason("Graphed step time vs model size", "figures/e2e_time_vs_size.png", True, ""),
+        "### The backward pass",
+        "",
+        _ratio_sentence(e2e),
+        "",
+        *figure_or_reason(
+            "Forward+backward over forward",
+            "figures/e2e_backward_ratio.png",
+            not backward_ratio(e2e).empty,
+            "no grid point has both a graphed forward and a graphed forward+backward time",
+        ),
+        *_speedups(e2e),
+    ]
+
+
+def _speedups(e2e: pd.DataFrame) -> list[str]:
+    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
+    out = ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
+    if not gains.empty:
+        out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
+    paragraph, gains = _speedup_paragraph(
+        e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
+    )
+    out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
+    return out + ([table(_speedup_table(gains, "precision")), ""] if not gains.empty else [])
+
+
+def _mfu_and_optimizer(e2e: pd.DataFrame) -> list[str]:
+    out = []
     mfu = mfu_table(e2e)
     if not mfu.empty:
         out += ["### Model FLOPs utilization (compiled)", "", _mfu_sentence(e2e), "", table(mfu), ""]
@@ -462,7 +473,11 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
             table(opt),
             "",
         ]
-    out += [
+    return out
+
+
+def _warmup_part(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
+    return [
         "### Warm-up",
         "",
         warmup_intro(warmup),
@@ -473,17 +488,31 @@ def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
         "![Warm-up across processes](figures/warmup_cv.png)",
         "",
     ]
+
+
+def _not_run(e2e_all: pd.DataFrame) -> list[str]:
+    failed = e2e_all[e2e_all["status"] != "ok"]
+    if failed.empty:
+        return []
+    return [
+        "### Points that did not run",
+        "",
+        *(
+            f"- {r.attention}, {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, "
+            f"{MODE_LABELS[r.mode]}: "
+            f"**{r.status}** — {str(r.note).split(' GPU ')[0]}"
+            for r in failed.itertuples()
+        ),
+        "",
+    ]
+
+
+def render(e2e_all: pd.DataFrame, warmup: pd.DataFrame) -> str:
+    """Everything but the attention subsection uses the naive-attention rows, the handout's model."""
+    e2e = handout_model(e2e_all)
+    out = ["## End-to-end benchmarking", "", _method(e2e_all), "", *_step_tables(e2e)]
+    out += _graphed_parts(e2e_all, e2e) + _mfu_and_optimizer(e2e) + _warmup_part(warmup, e2e)
     out += _attention_section(e2e_all)
     timer = _timer_sentence(e2e)
     out += [timer, ""] if timer else []
-    failed = e2e_all[e2e_all["status"] != "ok"]
-    if not failed.empty:
-        out += ["### Points that did not run", ""]
-        for r in failed.itertuples():
-            out.append(
-                f"- {r.attention}, {r.size}, ctx {r.context_length}, {r.precision}, {r.compile}, "
-                f"{MODE_LABELS[r.mode]}: "
-                f"**{r.status}** — {str(r.note).split(' GPU ')[0]}"
-            )
-        out.append("")
-    return "\n".join(out)
+    return "\n".join(out + _not_run(e2e_all))

@@ -3,8 +3,9 @@
 import pandas as pd
 
 from lmperf.measure.attention_flops import ATTENTION_PASS_FLOPS
+from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
-from lmperf.report.markdown import num, ok, table, text
+from lmperf.report.markdown import num, ok, share, table, text
 
 PASS_LABELS = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward"}
 
@@ -187,9 +188,10 @@ def graphed_sentences(group: pd.DataFrame, min_seq: int = 4096) -> list[str]:
     """How many timed rows the host bounds, and ours against SDPA flash on GPU time from min_seq on."""
     timed = group.dropna(subset="graphed_median_ms")
     bound = timed[timed["host_bound"].astype(bool)]
+    threshold = setting(timed, "host_bound_threshold")
     out = [
-        f"{len(bound)} of {len(timed)} graphed rows are host-bound (launched median more than 10% over the "
-        "replayed one); their launched times measure Python and kernel launches, so the comparisons here use "
+        f"{len(bound)} of {len(timed)} graphed rows are host-bound (launched median more than {share(threshold)} "
+        "over the replayed one); their launched times measure Python and kernel launches, so the comparisons here use "
         "the replayed times."
     ]
     long = timed[timed["seq"] >= min_seq].pivot_table(

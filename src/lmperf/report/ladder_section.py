@@ -7,8 +7,9 @@ A ratio is a win only where its bootstrap CI excludes 1.
 import pandas as pd
 
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM
+from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
-from lmperf.report.markdown import drop_empty, num, pct, plural, ratio, table, text
+from lmperf.report.markdown import drop_empty, num, pct, plural, ratio, share, table, text
 from lmperf.report.style import sort_by_size
 
 ANCHOR = "torch_stack"
@@ -186,6 +187,15 @@ AT_THE_LIMIT = 0.97  # of the power limit: the driver lowers the SM clock to hol
 POWER_CAP, THERMAL = 0x4, 0x8 | 0x20 | 0x40  # clock-event reasons: SW power cap; HW slowdown, SW and HW thermal
 
 
+def settle_seconds(rows: pd.DataFrame) -> float:
+    """How long each timed block was held untimed first: the rows' ``settle_seconds``, or on rows
+    written before they carried it, ``replay_settle_s`` (set on the replayed rungs alone)."""
+    for column in ("settle_seconds", "replay_settle_s"):
+        if column in rows and rows[column].notna().any():
+            return rows[column].max()
+    return float("nan")
+
+
 def power_sentences(ran: pd.DataFrame) -> list[str]:
     """The SM clock and board power during each rung's replay (nvidia-smi's medians): at the power
     limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md).
@@ -218,7 +228,7 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
         verdict += " in any turn" if turned else ""
     pooled = ", pooled over each rung's turns" if turned else ""
     heading = f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(limit, 0)} W)"
-    settle = sampled["replay_settle_s"].max() if "replay_settle_s" in sampled else float("nan")
+    settle = settle_seconds(sampled)
     each_block = "Each block, launched or replayed," if in_blocks(sampled) else "Each replay"
     held = f" {each_block} ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
     return [f"- {heading}: {each}. {verdict}.{held}"]
@@ -257,9 +267,6 @@ def turn_sentences(ran: pd.DataFrame) -> list[str]:
     return out
 
 
-LOSS_TOLERANCE = 0.02  # of the loss drop: how far bf16 rounding may move 20 steps' training
-
-
 def loss_check_sentences(ran: pd.DataFrame) -> list[str]:
     """Same computation: each rung's loss after the check's steps against the first bf16 rung's (rung
     `bf16` where it ran), as a fraction of how far that rung's training moved the loss."""
@@ -271,11 +278,12 @@ def loss_check_sentences(ran: pd.DataFrame) -> list[str]:
     drop = reference["initial_loss"] - reference["loss_after_check"]
     gaps = (checked["loss_after_check"] - reference["loss_after_check"]).abs() / drop
     worst = gaps.drop(reference["rung"]).idxmax()
-    outside = [f"`{r}`" for r in gaps.index[gaps > LOSS_TOLERANCE] if checked.loc[r, "precision"] == "bf16"]
+    tolerance = setting(checked, "loss_tolerance")
+    outside = [f"`{r}`" for r in gaps.index[gaps > tolerance] if checked.loc[r, "precision"] == "bf16"]
     verdict = (
-        f"every bf16 rung is within {pct(LOSS_TOLERANCE, 0)} of it"
+        f"every bf16 rung is within {share(tolerance)} of it"
         if not outside
-        else f"outside {pct(LOSS_TOLERANCE, 0)} of it: {', '.join(outside)}"
+        else f"outside {share(tolerance)} of it: {', '.join(outside)}"
     )
     return [
         f"- Same computation: {int(reference['check_steps'])} steps at learning rate "
@@ -350,7 +358,7 @@ def timing_method(ladder: pd.DataFrame) -> str:
             if replayed
             else "interleaved; steps are launched."
         )
-    settle = ladder["replay_settle_s"].max() if "replay_settle_s" in ladder else float("nan")
+    settle = settle_seconds(ladder)
     if settle == settle and settle > 0:
         held = (
             f"runs untimed for {num(settle, 0)} s (the GPU's clock at its power limit follows the last second or "

@@ -33,6 +33,12 @@ def pct(x, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%" if _finite(x) else MISSING
 
 
+def share(x) -> str:
+    """A setting or target given as a fraction, as a percentage with the digits it has: 0.1 is "10%",
+    0.005 is "0.5%" (``pct`` rounds to fixed digits, which would show 0.005 as "0%")."""
+    return f"{100 * x:g}%" if _finite(x) else MISSING
+
+
 def span(low, high, show=num) -> str:
     """A range as "low–high", shown by ``show``; one value where both ends read the same."""
     a, b = show(low), show(high)

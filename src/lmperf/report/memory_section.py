@@ -4,8 +4,9 @@ named by what they are."""
 
 import pandas as pd
 
+from lmperf.measure.settings import setting
 from lmperf.report.markdown import change as change_words
-from lmperf.report.markdown import drop_empty, num, ok, pct, span, table
+from lmperf.report.markdown import drop_empty, num, ok, pct, share, span, table
 
 STAGES = ("after_forward_mib", "after_backward_mib", "after_optimizer_step_mib")
 AT_PEAK = {
@@ -14,7 +15,6 @@ AT_PEAK = {
     "gradients": "peak_gradients_mib",
     "activations and temporaries": "peak_activations_mib",
 }
-E2E_AGREEMENT = 0.05  # the memory study's steady peak and the e2e study's, same point: within 5%
 
 
 def peak(row) -> float:
@@ -172,7 +172,7 @@ def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
             "",
         ]
     joined = joined.sort_values(["mode", "precision", "context_length"])
-    worst = joined["difference"].abs().max()
+    worst, target = joined["difference"].abs().max(), setting(memory, "e2e_agreement")
     on_gpu = joined["allocator_peak_mib"].notna().all()
     how = (
         "then one more step with the allocator's peak statistics reset"
@@ -199,8 +199,8 @@ def _agreement(memory: pd.DataFrame, e2e: pd.DataFrame | None) -> list[str]:
             )
         ),
         "",
-        f"- Largest difference {pct(worst)} (target: within {pct(E2E_AGREEMENT, 0)}: "
-        f"**{'met' if worst <= E2E_AGREEMENT else 'not met'}**).",
+        f"- Largest difference {pct(worst)} (target: within {share(target)}: "
+        f"**{'met' if worst <= target else 'not met'}**).",
         "",
     ]
 

@@ -96,6 +96,22 @@ def left_out(missing: list[str]) -> list[str]:
     return [f"Not measured in this run (the grid's `exclude` lists): {', '.join(f'`{t}`' for t in missing)}.", ""]
 
 
+def header(frames: dict[str, pd.DataFrame], grid: str, missing) -> list[str]:
+    """The report's title, how to remake it, where its rows come from, and the summary."""
+    return [
+        "# lmperf report",
+        "",
+        f"Grid `{grid}`. Every number and every measured statement below is rendered from the CSVs under "
+        "`results/`; nothing is typed by hand. Remake it with "
+        f"`.venv/bin/snakemake --cores all --config grid={grid}`.",
+        "",
+        provenance(list(frames.values()), frames["cost"]),
+        "",
+        *left_out(list(missing)),
+        summary.render(frames),
+    ]
+
+
 def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[str] = ()) -> str:
     frames = {
         name: read(results / f"{name}.csv")
@@ -118,18 +134,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[s
         )
     }
     e2e = frames["e2e"]
-    head = [
-        "# lmperf report",
-        "",
-        f"Grid `{grid}`. Every number and every measured statement below is rendered from the CSVs under "
-        "`results/`; nothing is typed by hand. Remake it with "
-        f"`.venv/bin/snakemake --cores all --config grid={grid}`.",
-        "",
-        provenance(list(frames.values()), frames["cost"]),
-        "",
-        *left_out(list(missing)),
-        summary.render(frames),
-    ]
+    head = header(frames, grid, missing)
     sections = [
         e2e_section.render(e2e, frames["warmup"]),
         (

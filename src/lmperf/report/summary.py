@@ -5,6 +5,7 @@ import re
 
 import pandas as pd
 
+from lmperf.measure.settings import setting
 from lmperf.measure.stats import resolved
 from lmperf.report import cost
 from lmperf.report.attention_figures import held_mib
@@ -13,8 +14,8 @@ from lmperf.report.comm_section import human_bytes
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, gpu_bound, handout_model, speedup
 from lmperf.report.ladder_section import claim
 from lmperf.report.ladder_section import speedup as rung_speedup
-from lmperf.report.markdown import num, ok, pct, plural, ratio
-from lmperf.report.memory_section import AT_PEAK, E2E_AGREEMENT, e2e_agreement, peak
+from lmperf.report.markdown import num, ok, pct, plural, ratio, share
+from lmperf.report.memory_section import AT_PEAK, e2e_agreement, peak
 from lmperf.report.profile_section import answers, short_name
 from lmperf.report.style import sort_by_size
 
@@ -103,10 +104,10 @@ def memory_finding(memory: pd.DataFrame | None, e2e: pd.DataFrame) -> str | None
     line += "."
     joined = e2e_agreement(memory, e2e)
     if len(joined):
-        worst = joined["difference"].abs().max()
+        worst, target = joined["difference"].abs().max(), setting(memory, "e2e_agreement")
         line += (
             f" Check: the e2e study's peak of the same points is within {pct(worst)} "
-            f"(target {pct(E2E_AGREEMENT, 0)}: {'met' if worst <= E2E_AGREEMENT else 'not met'})."
+            f"(target {share(target)}: {'met' if worst <= target else 'not met'})."
         )
     return line + " " + see("Memory")
 

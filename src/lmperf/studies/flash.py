@@ -3,7 +3,8 @@
 Each pass is timed twice: launched from Python (``median_ms``, the handout's method) and replayed
 as a CUDA graph (``graphed_median_ms``: the GPU's own time). At short sequences a launch costs the
 host more than the kernel costs the GPU, so ``host_bound`` marks rows whose launched median is
-more than 10% over the graphed one; compare kernels on graphed times there. The backward alone
+more than ``host_bound_threshold`` (a column of the row) over the graphed one; compare kernels on
+graphed times there. The backward alone
 is not graphed: its input graph is built outside the capture.
 
     python -m lmperf.studies.flash leaderboard --out results/flash/leaderboard.csv
@@ -31,6 +32,7 @@ from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_me
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
+from lmperf.measure.timing import HOST_BOUND
 from lmperf.studies import int_list
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -182,7 +184,8 @@ def rate_columns(flops: float, ms: float, graphed_ms: float | None = None) -> di
         columns.update(
             graphed_tflops=flops / (graphed_ms / 1e3) / 1e12,
             host_overhead_ms=ms - graphed_ms,
-            host_bound=host_bound(ms, graphed_ms),
+            host_bound=host_bound(ms, graphed_ms, HOST_BOUND),
+            host_bound_threshold=HOST_BOUND,
         )
     return columns
 

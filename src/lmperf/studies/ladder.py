@@ -53,7 +53,7 @@ from lmperf.measure.phases import phase
 from lmperf.measure.power import Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
-from lmperf.measure.timing import Timings
+from lmperf.measure.timing import HOST_BOUND, Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.fused_rmsnorm import FusedNormsLM
@@ -376,7 +376,9 @@ def time_ladder(
     the rows by rung, and the Ladder (None when the model did not fit: every live row is then 'oom')."""
     size, context_length, batch_size, device = point
     base = point.base()
-    rows = {r.name: first_row(r, i, base, device) for i, r in enumerate(rungs)}
+    settings = {"ci_halfwidth": budget.rel_halfwidth, "host_bound_threshold": HOST_BOUND}
+    settings["settle_seconds"] = settle_seconds
+    rows = {r.name: {**first_row(r, i, base, device), **settings} for i, r in enumerate(rungs)}
     live = [r for r in rungs if rows[r.name]["status"] == "ok"]
     rates = device_rates(device)
     try:
@@ -553,7 +555,7 @@ class LadderRun:
             row.update({PHASES[p]: 1e3 * statistics.median(seconds) for p, seconds in phases.items()})
         if replayed:
             timings, clocks = pooled(replayed)
-            row.update(clocks.columns("replay_"), replay_settle_s=self.settle_seconds, **turn_columns(replayed))
+            row.update(clocks.columns("replay_"), **turn_columns(replayed))
             if r.graphed:  # the rung is its replay: launched and graphed are one measurement
                 row.update(launched_columns(timings, budget))
             row.update(graphed_columns(timings, row["median_ms"], budget))
@@ -738,6 +740,12 @@ def main(argv=None) -> None:
     )
     p.add_argument("--check-steps", type=int, default=20, help="train steps per rung for the loss check (0: none)")
     p.add_argument("--settle-seconds", type=float, default=5.0, help="untimed steps before each timed block")
+    p.add_argument(
+        "--loss-tolerance",
+        type=float,
+        default=0.02,
+        help="target written on the checked rows: each bf16 rung's loss within this share of the loss drop",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument(
         "--part",
@@ -775,6 +783,9 @@ def main(argv=None) -> None:
         rows = list(time_ladder(point, args.warmup_steps, budget, args.rungs, args.settle_seconds)[0].values())
     else:
         rows = check_timed(point, args.timed, args.check_steps, args.settle_seconds, args.kernels, args.rungs)
+    if args.part != "timed":
+        for row in rows:
+            row["loss_tolerance"] = args.loss_tolerance
     write_rows(rows, args.out)
 
 

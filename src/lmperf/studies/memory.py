@@ -173,6 +173,12 @@ def main(argv=None) -> None:
     p.add_argument(
         "--steps", type=int, default=3, help="steps recorded back to back (>= 2: the last is the steady state)"
     )
+    p.add_argument(
+        "--e2e-agreement",
+        type=float,
+        default=0.05,
+        help="target written on the rows: the steady peak within this fraction of the e2e study's peak",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--pickle", help="also keep the raw CUDA snapshot here (large; never committed)")
     p.add_argument("--html", help="also write the snapshot's interactive trace view here (CUDA only; large)")
@@ -217,6 +223,7 @@ def main(argv=None) -> None:
         "precision": args.precision,
         "batch_size": BATCH,
         "steps": args.steps,
+        "e2e_agreement": args.e2e_agreement,
         "params": count_parameters(model) if model is not None else None,
         "profiler": "cuda_snapshot" if snapshot is not None else "torch_profiler",
         "model_built_mib": phases["mib"].iloc[0] if len(phases) else float("nan"),

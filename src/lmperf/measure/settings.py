@@ -1,0 +1,35 @@
+"""The settings and targets a result row carries, so that the report states the thresholds it read.
+
+A claim such as "host-bound" or "within the CI target" depends on a setting of the run: the adaptive
+timer's target CI half-width (``ci_halfwidth``), the host-bound threshold (``host_bound_threshold``),
+the untimed hold before timing (``settle_seconds``), or a target the study checks against (e.g.
+``e2e_agreement``, ``loss_tolerance``). The study writes each onto its rows, and the report reads
+them back with ``setting``.
+
+Rows written before a column existed were all made with one value of it: ``MADE_WITH`` records
+that value (the config and code defaults of their time), so that older result files render as
+they did. It describes those files, not the present defaults: a run today writes its own value.
+"""
+
+import pandas as pd
+
+MADE_WITH = {
+    "ci_halfwidth": 0.01,
+    "host_bound_threshold": 0.10,
+    "e2e_agreement": 0.05,
+    "loss_tolerance": 0.02,
+    "physics_slack": 0.02,
+}
+
+
+def setting(rows: pd.DataFrame, column: str) -> float:
+    """The one value of ``column`` on ``rows``; ``MADE_WITH``'s where the rows predate the column.
+
+    Rows that carry several values (runs with different settings) have no one threshold to state:
+    that is an error, not a value to pick silently."""
+    values = rows[column].dropna().unique() if column in rows else []
+    if len(values) == 0:
+        return MADE_WITH[column]
+    if len(values) > 1:
+        raise ValueError(f"rows carry several values of {column}: {sorted(values)}; render them apart")
+    return float(values[0])
