@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, clone_run, dry_run, dry_run_jobs, recorded_processes, touch_source
+from lmperf.registry import STUDIES, rule_resources
 
 pytestmark = pytest.mark.slow
 
@@ -201,6 +202,13 @@ STUDY_RULES = {
     "studies/memory.py": {"memory"},
     "studies/ddp.py": {"ddp_train", "ddp_sharding", "ddp_timeline"},
 }
+
+
+def test_every_measuring_rule_of_the_studies_is_held_to_its_module():
+    """A study added to lmperf.registry comes with its line above; every config section it reads too."""
+    downstream = {"ladder", "e2e_context"}  # rerun downstream of ladder_timed; a part of rule e2e
+    assert set().union(*STUDY_RULES.values()) | downstream == set(rule_resources())
+    assert {study.config for study in STUDIES.values() if study.config} == {key.split(".")[0] for key in READERS}
 
 
 @pytest.mark.parametrize("module", sorted(STUDY_RULES))
