@@ -184,6 +184,8 @@ def test_full_grid_dag(tmp_path):
     # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
     assert jobs == {
         "e2e": 20,
+        "batch": 2,
+        "batch_figures": 1,
         "ladder_timed": 10,
         "ladder": 10,
         "warmup": 40,
@@ -197,7 +199,7 @@ def test_full_grid_dag(tmp_path):
         "ddp_timeline": 1,
         "memory": 12,
         "profile": 40,
-        "aggregate": 12,
+        "aggregate": 13,
         "e2e_figures": 1,
         "ladder_figures": 1,
         "flash_figures": 1,

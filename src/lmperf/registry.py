@@ -251,6 +251,35 @@ STUDIES = {
             columns={"e2e": COLUMNS["e2e"] | SETTINGS},
         ),
         Study(
+            "batch",
+            config="batch",
+            rule_file="batch.smk",
+            rules={"batch": {**GPU_JOB, "runtime": 30}},
+            aggregates={"batch": "BATCH_TARGETS"},
+            jobs=("BATCH_TARGETS",),
+            figures={
+                "batch_host_overhead": Figure(
+                    "The train step against batch size, per model size: tokens/s launched (solid) and graphed"
+                    " (dashed), and the host's share of a launched step (launched over graphed time less 1); the"
+                    " dotted line is the host-bound threshold of the rows. From ``results/batch.csv``.",
+                    "Batch size",
+                )
+            },
+            section="batch_section",
+            title="Where does the host stop mattering?",
+            reads=("batch",),
+            columns={
+                "batch": {
+                    **{name: COLUMNS["e2e"][name] for name in ("size", "context_length", "batch_size", "precision")},
+                    **{name: COLUMNS["e2e"][name] for name in ("compile", "attention", "median_ms", "mfu")},
+                    **{name: COLUMNS["e2e"][name] for name in ("graphed_median_ms", "tokens_per_s", "params")},
+                    "host_overhead": float,
+                    **SETTINGS,
+                }
+            },
+            optional="batch.sizes",
+        ),
+        Study(
             "warmup",
             rule_file="e2e.smk",
             config="warmup",
