@@ -90,3 +90,10 @@ def test_the_batch_where_the_host_stops_mattering_uses_the_rows_threshold(thresh
     else:
         assert f"From batch {from_batch} on, launched time comes within {limit} of graphed" in text
     assert "graphed (ms)" in text and "20.0%" in text  # the overhead column, from the rows
+
+
+def test_the_figure_is_drawn_from_cpu_rows_and_from_graphed_ones(rows, tmp_path):
+    """A CPU run has no graphed time: the overhead panel says so, and the figure is still drawn."""
+    for name, frame in (("cpu", rows), ("gpu", graphed_rows([0.5, 0.2, 0.05], 0.1))):
+        batch_section.batch_figure(frame, tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

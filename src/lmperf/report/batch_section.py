@@ -88,7 +88,7 @@ def render(batch: pd.DataFrame) -> str:
 
 def batch_figure(batch: pd.DataFrame, path) -> None:
     """Tokens/s (launched, and graphed where a step was replayed) and host overhead against batch
-    size, one line per model size; the dashed line is the rows' host-bound threshold."""
+    size, one line per model size; the dotted line is the rows' host-bound threshold."""
     rows = sort_by_size(ok(batch), ["size", "batch_size"])
     fig, axes = figure(ncols=2)
     throughput, overhead = axes[0]
@@ -97,11 +97,20 @@ def batch_figure(batch: pd.DataFrame, path) -> None:
         graphed = group["batch_size"] * group["context_length"] / (group["graphed_median_ms"] / 1e3)
         throughput.plot(group["batch_size"], graphed, marker="s", linestyle="--", color=line.get_color())
         overhead.plot(group["batch_size"], 100 * group["host_overhead"], marker="o", color=line.get_color())
+    batches = sorted(set(rows["batch_size"]))
     if len(rows):
-        overhead.axhline(100 * rows["host_bound_threshold"].iloc[0], color="gray", linestyle=":")
+        throughput.set_yscale("log")
         throughput.legend(fontsize=7)
-    throughput.set(xscale="log", yscale="log", xlabel="batch size", ylabel="tokens/s (dashed: graphed)")
-    overhead.set(xscale="log", xlabel="batch size", ylabel="host overhead (%)")
+    for ax in (throughput, overhead) if len(rows) else ():  # batch 1, 2, 4, ... evenly spaced, named as such
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
+    if rows["host_overhead"].notna().any():
+        overhead.axhline(100 * rows["host_bound_threshold"].iloc[0], color="gray", linestyle=":")
+    else:  # no step replayed as a CUDA graph: no graphed time to hold the launched one against
+        overhead.text(0.5, 0.5, "not measured:\nno CUDA graph", ha="center", va="center", transform=overhead.transAxes)
+    throughput.set(xlabel="batch size", ylabel="tokens/s (dashed: graphed)")
+    overhead.set(xlabel="batch size", ylabel="host overhead (%)")
     save(fig, path)
 
 
