@@ -6,8 +6,15 @@
 #   file we cannot test against a real GPU stack would be a promise, not a deployment.
 # - "Absolute path /dev/nvidia[0-9]*" (common.smk): the device files are how a GPU is seen
 #   without importing torch.
+import os
+import sys
+
+from jsonschema import ValidationError
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+sys.path.insert(0, os.path.abspath("src"))  # lmperf.registry and lmperf.grid import no torch: the DAG builds fast
+from lmperf.registry import STUDIES, validate_config
 
 min_version("8.20")
 
@@ -15,23 +22,20 @@ min_version("8.20")
 configfile: "config.yaml"
 
 
-try:
-    validate(config, schema="workflow/schemas/config.schema.yaml")
-except WorkflowError as error:  # say what is wrong and where, not the whole schema and config
-    cause = error.__cause__ or error.__context__  # jsonschema's ValidationError
-    if not hasattr(cause, "json_path"):
-        raise
-    raise WorkflowError(f"config: {cause.message}, at {cause.json_path}") from None
+try:  # the schema's name lists and study sections are lmperf.grid's and lmperf.registry's
+    validate_config(config)
+except ValidationError as error:  # say what is wrong and where, not the whole schema and config
+    raise WorkflowError(f"config: {error.message}, at {error.json_path}") from None
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/e2e.smk"
-include: "workflow/rules/ladder.smk"
-include: "workflow/rules/precision.smk"
-include: "workflow/rules/flash.smk"
-include: "workflow/rules/profile.smk"
-include: "workflow/rules/memory.smk"
-include: "workflow/rules/distributed.smk"
+
+
+for rule_file in dict.fromkeys(study.rule_file for study in STUDIES.values() if study.rule_file):
+
+    include: f"workflow/rules/{rule_file}"
+
+
 include: "workflow/rules/report.smk"
 
 
@@ -62,4 +66,4 @@ rule all:
         "report/final.md",
         rules.report.input,
         [target for targets in AGGREGATES.values() for target in targets],
-        ONE_GPU_TARGETS + ALLREDUCE_TARGETS + DDP_TARGETS,
+        list(JOB_GPUS),

@@ -24,6 +24,7 @@ from conftest import (
     snakemake,
     table_problems,
 )
+from lmperf.registry import STUDIES, rule_resources
 
 pytestmark = pytest.mark.slow
 
@@ -183,6 +184,8 @@ def test_full_grid_dag(tmp_path):
     # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
     assert jobs == {
         "e2e": 20,
+        "batch": 2,
+        "batch_figures": 1,
         "ladder_timed": 10,
         "ladder": 10,
         "warmup": 40,
@@ -196,7 +199,7 @@ def test_full_grid_dag(tmp_path):
         "ddp_timeline": 1,
         "memory": 12,
         "profile": 40,
-        "aggregate": 12,
+        "aggregate": 13,
         "e2e_figures": 1,
         "ladder_figures": 1,
         "flash_figures": 1,
@@ -214,15 +217,18 @@ def test_slurm_profiles_request_gpus_only_where_jobs_use_them(tmp_path):
     workdir = copy_pipeline(tmp_path)
     jobs = dry_run_jobs(workdir, "--workflow-profile", "profiles/slurm")
     assert sum(j["rule"] == "e2e" for j in jobs) == 20  # the profile selects the full grid
+    declared = rule_resources()  # each measuring rule's requests, from the studies' declarations
     for job in jobs:
         resources = dict(r.split("=", 1) for r in job["resources"].split(", "))
         gloo = job["rule"] == "allreduce" and "/gloo-" in job["output"]
-        if job["rule"] in ("precision", "aggregate", "cost", "report") or "figure" in job["rule"] or gloo:
-            assert resources.get("gpu", "0") == "0", job["rule"]  # CPU-only
-        elif job["benchmark"]:
-            ranks = re.search(r"--ranks (\d+)", job["shell"])
+        ranks = re.search(r"--ranks (\d+)", job["shell"])
+        if gloo or not (ranks or declared.get(job["rule"], {}).get("gpu")):
+            assert resources.get("gpu", "0") == "0", job["rule"]  # CPU-only: reductions, figures, precision
+        else:
+            assert job["benchmark"], job["rule"]
             assert resources["gpu"] == (ranks.group(1) if ranks else "1"), job["rule"]
             assert resources["gpu_model"] == "h100" and resources["tasks"] == "1" and resources["tasks_per_gpu"] == "0"
+            assert resources["runtime"] == str(declared[job["rule"]]["runtime"]), job["rule"]
     cpu_jobs = dry_run_jobs(workdir, "--workflow-profile", "profiles/slurm-cpu")
     assert cpu_jobs and not any("gpu" in j["resources"] for j in cpu_jobs)
 
@@ -355,7 +361,8 @@ def test_snakemake_report_holds_every_figure_and_the_report(smoke_run, tmp_path)
     snakemake(run, "--report", "report/lmperf.zip", "report/final.md", "--config", "grid=smoke")
     packed = {Path(name).name for name in zipfile.ZipFile(run / "report/lmperf.zip").namelist()}
     figures = {p.name for p in (run / "report/figures").rglob("*.png")}
-    assert len(figures) == 14  # 10 study figures and 4 memory timelines on the smoke grid
+    drawn_once = [name for study in STUDIES.values() for name, figure in study.figures.items() if not figure.files]
+    assert len(figures) == len(drawn_once) + 4  # and the smoke grid's 4 memory timelines
     assert figures | {"final.md", "report.html"} <= packed
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, clone_run, dry_run, dry_run_jobs, recorded_processes, touch_source
+from lmperf.registry import STUDIES, rule_resources
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.slow
 # specification the rules are held to; a key that moves between rules must move here too.
 READERS = {
     "e2e": {"e2e"},
+    "batch": {"batch"},
     "e2e.batch_size": {"e2e", "warmup"},  # warm-up runs at the e2e batch size
     # the timed turns; rule ladder (the checks and profiles) reruns downstream of them, and Snakemake then
     # reports only that reason, also for the keys it reads itself (batch_size, settle_seconds)
@@ -42,6 +44,7 @@ READERS = {
 }
 # Keys whose values name targets (a wildcard): an edit adds targets, or removes some and reruns none.
 TARGET_KEYS = {
+    "batch.sizes",
     "e2e.sizes",
     "e2e.precisions",
     "e2e.compile",
@@ -79,7 +82,7 @@ NEW_ITEMS = {
     "head_dims": 32,
     "timeline_variants": "flat",
 }
-SWAPS = {"lmperf": "torch_fused", "auto": "torch", "nano": "tiny"}
+SWAPS = {"lmperf": "torch_fused", "auto": "torch", "nano": "tiny", "bf16": "fp32", "compiled": "eager", "naive": "sdpa"}
 
 # A job rerun only because its inputs are rerun or the set of targets it gathers changed; the cost
 # tally's params (one GPU count per measuring job) follow that set too.
@@ -192,6 +195,7 @@ def _nested(path: tuple, value) -> dict:
 # Each study's module -> the rules that run it.
 STUDY_RULES = {
     "studies/e2e.py": {"e2e", "warmup"},
+    "studies/batch.py": {"batch"},
     "studies/ladder.py": {"ladder_timed"},  # and rule ladder downstream of it
     "studies/precision.py": {"precision"},
     "studies/flash.py": {"flash_leaderboard", "flash_sweep"},
@@ -201,6 +205,13 @@ STUDY_RULES = {
     "studies/memory.py": {"memory"},
     "studies/ddp.py": {"ddp_train", "ddp_sharding", "ddp_timeline"},
 }
+
+
+def test_every_measuring_rule_of_the_studies_is_held_to_its_module():
+    """A study added to lmperf.registry comes with its line above; every config section it reads too."""
+    downstream = {"ladder", "e2e_context"}  # rerun downstream of ladder_timed; a part of rule e2e
+    assert set().union(*STUDY_RULES.values()) | downstream == set(rule_resources())
+    assert {study.config for study in STUDIES.values() if study.config} == {key.split(".")[0] for key in READERS}
 
 
 @pytest.mark.parametrize("module", sorted(STUDY_RULES))

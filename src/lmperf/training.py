@@ -11,13 +11,13 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
+from lmperf import grid
 from lmperf.attention import get_attention
 from lmperf.measure.phases import phase
 from lmperf.model import TransformerLM, cross_entropy, model_config
 from lmperf.ranges import profiled_range
 
-PRECISIONS = ("fp32", "bf16")
-MODES = ("forward", "forward_backward", "train_step")
+PRECISIONS, MODES = grid.PRECISIONS, grid.MODES
 
 Phase = Callable[[str], AbstractContextManager]
 

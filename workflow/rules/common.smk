@@ -11,8 +11,9 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-sys.path.insert(0, os.path.abspath("src"))  # lmperf.gpu_slots imports no torch: the DAG builds fast
-from lmperf.gpu_slots import visible_gpus
+from lmperf import grid
+from lmperf.gpu_slots import visible_gpus  # no torch: the DAG builds fast
+from lmperf.registry import STUDIES, allreduce_gpus, rule_resources
 
 # The `device` resource: the GPUs of the machine (a CPU run has one device, the CPU), so a local run
 # starts as many one-GPU measuring jobs at once as there are GPUs, and lmperf.gpu_slots gives each job
@@ -116,14 +117,50 @@ def attention_modules(names):
     return [f"lmperf.attention.{name}" for name in names if module_file(f"lmperf.attention.{name}")]
 
 
-def allreduce_gpus(backend, world):
-    """GPUs an all-reduce job uses: one per rank for NCCL, none for gloo's CPU ranks."""
-    return int(world) if backend == "nccl" else 0
+# The figures the studies declare (lmperf.registry), by name.
+FIGURES = {name: figure for study in STUDIES.values() for name, figure in study.figures.items()}
 
 
-def figure(name, categories):
-    """report/figures/<name>.png as a `snakemake --report` item: its caption is workflow/report/<name>.rst."""
-    return report(f"report/figures/{name}.png", caption=f"../report/{name}.rst", category=categories[name])
+def caption(name):
+    """The caption file of a figure, written from its declaration (only where its text changed, so an
+    unchanged caption leaves the file alone)."""
+    path = Path(".snakemake/captions", f"{name}.rst").absolute()
+    text = FIGURES[name].caption + "\n"
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(path)
+
+
+def figure(name, path=None, **labels):
+    """A study's figure as a `snakemake --report` item, with its declared caption and category; ``path``
+    for a figure drawn once per target (default report/figures/<name>.png)."""
+    return report(
+        path or f"report/figures/{name}.png", caption=caption(name), category=FIGURES[name].category, **labels
+    )
+
+
+# Slurm: what each measuring rule's jobs ask for (lmperf.registry), requested where the jobs run on
+# a cluster's GPUs: a profile that names a slurm_partition, with device=cuda (profiles/slurm). Its
+# slurm_gpu_model is the GRES type of the GPUs asked for. A local run, or the CPU cluster profile,
+# requests none of it.
+DEFAULTS = workflow.resource_settings.default_resources
+DEFAULT_RESOURCES = dict(arg.split("=", 1) for arg in DEFAULTS.args) if DEFAULTS is not None else {}
+ON_SLURM_GPUS = "slurm_partition" in DEFAULT_RESOURCES and DEVICE == "cuda"
+GPU_MODEL = DEFAULT_RESOURCES.get("slurm_gpu_model", "").strip("'\"")
+RULE_RESOURCES = rule_resources()
+
+
+def cluster(rule, **given):
+    """The Slurm resources of a measuring rule: its declaration, then ``given`` (values, or functions
+    of the job's wildcards), and gpu_model beside a GPU request."""
+    if not ON_SLURM_GPUS:
+        return {}
+    wanted = {**RULE_RESOURCES[rule], **given}
+    gpus = wanted.get("gpu", 0)
+    if GPU_MODEL and gpus:
+        wanted["gpu_model"] = (lambda wildcards: GPU_MODEL if gpus(wildcards) else "") if callable(gpus) else GPU_MODEL
+    return wanted
 
 
 # What the grids' ``exclude`` lists leave out of this run, for the report to name.
@@ -151,8 +188,8 @@ def alternatives(values):
 
 wildcard_constraints:
     size=alternatives(set(E2E["sizes"]) | set(WARMUP["sizes"]) | set(GRID["ladder"]["sizes"])),
-    precision="fp32|bf16",
-    compile="eager|compiled",
-    mode="forward|forward_backward|train_step",
+    precision=alternatives(grid.PRECISIONS),
+    compile=alternatives(grid.COMPILE_MODES),
+    mode=alternatives(grid.MODES),
     warmup=r"\d+",
     process=r"\d+",

@@ -5,6 +5,7 @@
 ALLREDUCE = GRID["allreduce"]
 ALLREDUCE_RUNS = [(backend, n) for backend in ("gloo", "nccl") for n in ALLREDUCE[f"{backend}_world_sizes"]]
 ALLREDUCE_TARGETS = [f"results/allreduce/{backend}-n{n}.csv" for backend, n in ALLREDUCE_RUNS]
+ALLREDUCE_JOBS = {target: allreduce_gpus(*run) for target, run in zip(ALLREDUCE_TARGETS, ALLREDUCE_RUNS)}
 
 
 rule allreduce:
@@ -20,6 +21,7 @@ rule allreduce:
         backend="gloo|nccl",
         world=r"\d+",
     resources:
+        **cluster("allreduce"),
         device=lambda wc: devices(allreduce_gpus(wc.backend, wc.world)),
     params:
         device=DEVICE,
@@ -54,6 +56,7 @@ rule comm_fit:
 DDP = GRID["ddp"]
 DDP_TRAIN_TARGETS = expand("results/ddp/train-b{batch}.csv", batch=DDP["global_batches"])
 DDP_TARGETS = DDP_TRAIN_TARGETS + ["results/ddp/sharding.csv", "results/ddp/timeline.csv"]
+DDP_JOBS = dict.fromkeys(DDP_TARGETS, DDP["world_size"])  # a GPU per rank
 # Every ddp.* key the three rules share, as params: an edit reruns them (Snakemake's params trigger).
 DDP_PARAMS = {
     "world": DDP["world_size"],
@@ -77,6 +80,7 @@ rule ddp_train:
     wildcard_constraints:
         batch=r"\d+",
     resources:
+        **cluster("ddp_train", gpu=DDP["world_size"]),
         device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
@@ -100,6 +104,7 @@ rule ddp_sharding:
     benchmark:
         "benchmarks/ddp/sharding.tsv"
     resources:
+        **cluster("ddp_sharding", gpu=DDP["world_size"]),
         device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,
@@ -122,6 +127,7 @@ rule ddp_timeline:
     benchmark:
         "benchmarks/ddp/timeline.tsv"
     resources:
+        **cluster("ddp_timeline", gpu=DDP["world_size"]),
         device=devices(DDP["world_size"]),
     params:
         **DDP_PARAMS,

@@ -34,6 +34,7 @@ rule e2e:
     benchmark:
         "benchmarks/e2e/{size}/{precision}-{compile}.tsv"
     resources:
+        **cluster("e2e"),
         device=1,
     params:
         device=DEVICE,
@@ -78,6 +79,9 @@ use rule e2e as e2e_context with:
         "benchmarks/e2e/{size}/{precision}-{compile}/ctx{ctx}.tsv"
     wildcard_constraints:
         ctx=r"\d+",
+    resources:
+        **cluster("e2e_context"),
+        device=1,
     params:
         context_lengths=lambda wc: wc.ctx,
 
@@ -111,6 +115,7 @@ rule warmup:
     benchmark:
         "benchmarks/warmup/{size}/{mode}/w{warmup}-p{process}.tsv"
     resources:
+        **cluster("warmup"),
         device=1,
     params:
         device=DEVICE,

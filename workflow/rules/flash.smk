@@ -2,6 +2,7 @@
 # on a CPU each target is a row with status "skipped".
 
 FLASH = GRID["flash"]
+FLASH_LEADERBOARD_TARGETS = ["results/flash/leaderboard.csv"]
 FLASH_SWEEP_TARGETS = expand(
     "results/flash/sweep/{dtype}-d{d}.csv", dtype=FLASH["sweep"]["dtypes"], d=FLASH["sweep"]["head_dims"]
 )
@@ -17,6 +18,7 @@ rule flash_leaderboard:
     benchmark:
         "benchmarks/flash/leaderboard.tsv"
     resources:
+        **cluster("flash_leaderboard"),
         device=1,
     params:
         device=DEVICE,
@@ -39,9 +41,10 @@ rule flash_sweep:
     benchmark:
         "benchmarks/flash/sweep/{dtype}-d{d}.tsv"
     wildcard_constraints:
-        dtype="bf16|fp32",
+        dtype=alternatives(grid.FLASH_DTYPES),
         d=r"\d+",
     resources:
+        **cluster("flash_sweep"),
         device=1,
     params:
         device=DEVICE,
@@ -73,6 +76,7 @@ rule attention_sweep:
     wildcard_constraints:
         d=r"\d+",
     resources:
+        **cluster("attention_sweep"),
         device=1,
     params:
         device=DEVICE,

@@ -24,6 +24,7 @@ rule ladder_timed:
     wildcard_constraints:
         ctx=r"\d+",
     resources:
+        **cluster("ladder_timed"),
         device=1,
     params:
         device=DEVICE,
@@ -55,6 +56,7 @@ rule ladder:
     wildcard_constraints:
         ctx=r"\d+",
     resources:
+        **cluster("ladder"),
         device=1,
     params:
         device=DEVICE,
@@ -75,7 +77,7 @@ rule ladder_figures:
         ladder="results/ladder.csv",
         code=code("lmperf.report.ladder_figures"),
     output:
-        report("report/figures/ladder_waterfall.png", caption="../report/ladder_waterfall.rst", category="Ladder"),
+        figure("ladder_waterfall"),
     log:
         "logs/figures/ladder.log",
     shell:

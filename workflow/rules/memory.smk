@@ -24,9 +24,10 @@ rule memory:
     benchmark:
         "benchmarks/memory/{precision}-{mode}-ctx{ctx}.tsv"
     wildcard_constraints:
-        mode="forward|train_step",
+        mode=alternatives(grid.PROFILED_MODES),
         ctx=r"\d+",
     resources:
+        **cluster("memory"),
         device=1,
     params:
         device=DEVICE,
@@ -46,16 +47,11 @@ rule memory_figure:
         phases="results/memory/{precision}-{mode}-ctx{ctx}-phases.csv",
         code=code("lmperf.report.memory_figures"),
     output:
-        report(
-            "report/figures/memory/{precision}-{mode}-ctx{ctx}.png",
-            caption="../report/memory_timeline.rst",
-            category="Memory",
-            subcategory="{precision}",
-        ),
+        figure("memory_timeline", "report/figures/memory/{precision}-{mode}-ctx{ctx}.png", subcategory="{precision}"),
     log:
         "logs/figures/memory-{precision}-{mode}-ctx{ctx}.log",
     wildcard_constraints:
-        mode="forward|train_step",
+        mode=alternatives(grid.PROFILED_MODES),
         ctx=r"\d+",
     params:
         title=lambda wc: f"{MEMORY['size']}, {wc.precision}, {wc.mode}, ctx {wc.ctx}",

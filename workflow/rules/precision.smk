@@ -1,7 +1,6 @@
 # Mixed-precision demos that need no big model (they do not rerun when the Transformer changes).
 
-PRECISION_EXPERIMENTS = ["accumulation", "autocast", "layernorm"]
-PRECISION_TARGETS = expand("results/precision/{experiment}.csv", experiment=PRECISION_EXPERIMENTS)
+PRECISION_TARGETS = expand("results/precision/{experiment}.csv", experiment=grid.PRECISION_EXPERIMENTS)
 
 
 rule precision:
@@ -14,8 +13,9 @@ rule precision:
     benchmark:
         "benchmarks/precision/{experiment}.tsv"
     wildcard_constraints:
-        experiment=alternatives(PRECISION_EXPERIMENTS),
+        experiment=alternatives(grid.PRECISION_EXPERIMENTS),
     resources:
+        **cluster("precision"),
         device=1,
     params:
         device=DEVICE,

@@ -31,9 +31,10 @@ rule profile:
         "benchmarks/profile/{size}/{mode}-ctx{ctx}.tsv"
     wildcard_constraints:
         size=alternatives(PROFILE["sizes"]),
-        mode="forward|train_step",
+        mode=alternatives(grid.PROFILED_MODES),
         ctx=r"\d+",
     resources:
+        **cluster("profile"),
         device=1,
     params:
         device=DEVICE,

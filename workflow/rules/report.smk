@@ -1,81 +1,52 @@
 # Aggregate the per-target CSVs, draw the figures, tally what the run cost, render report/final.md.
 # Figures and the report are report() outputs: `snakemake --report report/lmperf.zip report/final.md`.
 
-AGGREGATES = {
-    "e2e": E2E_TARGETS,
-    "warmup": WARMUP_TARGETS,
-    "flash_sweep": FLASH_SWEEP_TARGETS,
-    "allreduce": ALLREDUCE_TARGETS,
-    "attention": ATTENTION_SWEEP_TARGETS,
-    "ddp_train": DDP_TRAIN_TARGETS,
-}
-if PROFILE_TARGETS:  # an empty profile.sizes leaves the study out
-    AGGREGATES.update(profile=PROFILE_TARGETS, profile_timing=PROFILE_TIMING_TARGETS)
-if LADDER_TARGETS:  # an empty ladder.sizes leaves the study out
-    AGGREGATES.update(ladder=LADDER_TARGETS, ladder_kernels=LADDER_KERNEL_TARGETS)
-if MEMORY_TARGETS:  # an empty memory.context_lengths leaves the study out
-    AGGREGATES.update(memory=MEMORY_TARGETS, memory_allocations=MEMORY_ALLOCATION_TARGETS)
-MEMORY_REPORT_INPUTS = (
-    {
-        "memory": "results/memory.csv",
-        "memory_allocations": "results/memory_allocations.csv",
-        "memory_figures": MEMORY_FIGURES,
-    }
-    if MEMORY_TARGETS
-    else {}
-)
-LADDER_REPORT_INPUTS = (
-    {
-        "ladder": "results/ladder.csv",
-        "ladder_kernels": "results/ladder_kernels.csv",
-        "ladder_figure": "report/figures/ladder_waterfall.png",
-    }
-    if LADDER_TARGETS
-    else {}
-)
-PROFILE_REPORT_INPUTS = (
-    {"profile": "results/profile.csv", "profile_timing": "results/profile_timing.csv"} if PROFILE_TARGETS else {}
-)
-SKIPPED_STUDIES = " ".join(
-    f"--skip {study}"
-    for study, targets in (("memory", MEMORY_TARGETS), ("profile", PROFILE_TARGETS), ("ladder", LADDER_TARGETS))
-    if not targets
-)
+# Every list below is read from the studies' declarations (lmperf.registry) and their rule files' target lists.
 
-# Every measuring job's benchmark file (benchmarks/ mirrors results/) and the GPUs the job uses.
-ONE_GPU_TARGETS = (
-    E2E_JOBS
-    + LADDER_TIMED_TARGETS
-    + LADDER_TARGETS
-    + WARMUP_TARGETS
-    + PRECISION_TARGETS
-    + ["results/flash/leaderboard.csv"]
-    + FLASH_SWEEP_TARGETS
-    + ATTENTION_SWEEP_TARGETS
-    + PROFILE_TARGETS
-    + MEMORY_TARGETS
-)
+
+def targets(name):
+    """A target list (or dict of target -> GPUs) that a study's rule file defines, by its name."""
+    return globals()[name]
+
+
+def left_out(study):
+    """A study whose grid leaves it out: its ``optional`` list is empty, so its first aggregate has no targets."""
+    return bool(study.optional) and not targets(next(iter(study.aggregates.values())))
+
+
+SKIPPED = [study for study in STUDIES.values() if left_out(study)]
+RUN = [study for study in STUDIES.values() if study not in SKIPPED]
+SKIPPED_STUDIES = " ".join(f"--skip {study.name}" for study in SKIPPED)
+AGGREGATES = {result: targets(name) for study in RUN for result, name in study.aggregates.items()}
+
+# Every measuring job's output -> the GPUs it uses (a list in a declaration: one GPU a job), and its
+# benchmark file (benchmarks/ mirrors results/).
+JOB_GPUS = {
+    target: gpus
+    for study in RUN
+    for name in study.jobs
+    for target, gpus in (
+        targets(name).items() if isinstance(targets(name), dict) else dict.fromkeys(targets(name), 1).items()
+    )
+}
 BENCHMARK_GPUS = {
-    f"benchmarks/{target.removeprefix('results/').removesuffix('.csv')}.tsv": gpus
-    for target, gpus in [
-        *[(t, 1) for t in ONE_GPU_TARGETS],
-        *[(t, allreduce_gpus(*run)) for t, run in zip(ALLREDUCE_TARGETS, ALLREDUCE_RUNS)],
-        *[(t, DDP["world_size"]) for t in DDP_TARGETS],
-    ]
+    f"benchmarks/{target.removeprefix('results/').removesuffix('.csv')}.tsv": gpus for target, gpus in JOB_GPUS.items()
 }
 
-# Figures drawn from one aggregate each: name -> caption and category in `snakemake --report`.
-FIGURES = {
-    "e2e_host_overhead": "End to end",
-    "e2e_time_vs_size": "End to end",
-    "e2e_backward_ratio": "End to end",
-    "e2e_bf16_speedup": "End to end",
-    "warmup_cv": "End to end",
-    "flash_tflops": "FlashAttention",
-    "attention_sweep": "Attention",
-    "allreduce_busbw": "Communication",
-    "ddp_timeline": "Data parallel",
-}
+
+def drawn_figures(study):
+    """The figure files of a study: its one-file figures, and each file of those drawn per target."""
+    return [
+        path
+        for name, figure in study.figures.items()
+        for path in (targets(figure.files) if figure.files else [f"report/figures/{name}.png"])
+    ]
+
+
+# What the report reads: each section's results, and every figure, of the studies this grid runs.
+REPORT_INPUTS = sorted({f"results/{name}.csv" for study in RUN if study.section for name in study.reads})
+REPORT_FIGURES = [path for study in RUN for path in drawn_figures(study)]
+SECTIONS = [f"lmperf.report.{study.section}" for study in STUDIES.values() if study.section]
 
 
 rule aggregate:
@@ -112,7 +83,7 @@ rule e2e_figures:
         warmup="results/warmup.csv",
         code=code("lmperf.report.e2e_figures"),
     output:
-        *[figure(name, FIGURES) for name in FIGURES if FIGURES[name] == "End to end"],
+        *[figure(name) for name in STUDIES["e2e"].figures],
     log:
         "logs/figures/e2e.log",
     shell:
@@ -125,7 +96,7 @@ rule flash_figures:
         sweep="results/flash_sweep.csv",
         code=code("lmperf.report.flash_figures"),
     output:
-        figure("flash_tflops", FIGURES),
+        figure("flash_tflops"),
     log:
         "logs/figures/flash.log",
     shell:
@@ -137,7 +108,7 @@ rule attention_figures:
         attention="results/attention.csv",
         code=code("lmperf.report.attention_figures"),
     output:
-        figure("attention_sweep", FIGURES),
+        figure("attention_sweep"),
     log:
         "logs/figures/attention.log",
     shell:
@@ -149,7 +120,7 @@ rule comm_figures:
         allreduce="results/allreduce.csv",
         code=code("lmperf.report.comm_figures"),
     output:
-        figure("allreduce_busbw", FIGURES),
+        figure("allreduce_busbw"),
     log:
         "logs/figures/comm.log",
     shell:
@@ -161,7 +132,7 @@ rule ddp_figures:
         timeline="results/ddp/timeline.csv",
         code=code("lmperf.report.ddp_figures"),
     output:
-        figure("ddp_timeline", FIGURES),
+        figure("ddp_timeline"),
     log:
         "logs/figures/ddp.log",
     shell:
@@ -170,23 +141,9 @@ rule ddp_figures:
 
 rule report:
     input:
-        **MEMORY_REPORT_INPUTS,
-        **PROFILE_REPORT_INPUTS,
-        **LADDER_REPORT_INPUTS,
-        e2e="results/e2e.csv",
-        warmup="results/warmup.csv",
-        precision=PRECISION_TARGETS,
-        leaderboard="results/flash/leaderboard.csv",
-        flash_sweep="results/flash_sweep.csv",
-        allreduce="results/allreduce.csv",
-        comm_fit="results/comm_fit.csv",
-        attention="results/attention.csv",
-        ddp_train="results/ddp_train.csv",
-        ddp_sharding="results/ddp/sharding.csv",
-        ddp_timeline="results/ddp/timeline.csv",
-        cost="results/cost.csv",
-        figures=expand("report/figures/{name}.png", name=FIGURES),
-        code=code("lmperf.report.render"),
+        REPORT_INPUTS,
+        REPORT_FIGURES,
+        code=code("lmperf.report.render", *SECTIONS),
     output:
         report("report/final.md", caption="../report/final.rst", category="Report"),
     log:

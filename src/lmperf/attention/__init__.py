@@ -4,6 +4,7 @@ so the model can swap them. FlashAttention's own interface is (batch, seq, d): h
 
 import torch.nn.functional as F
 
+from lmperf import grid
 from lmperf.attention.annotated import annotated_attention
 from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
 from lmperf.attention.naive import naive_attention, softmax
@@ -47,6 +48,10 @@ ATTENTION = {
     "flash_pytorch": _fold_heads(lambda: FlashAttentionPyTorch),
     "sdpa": sdpa_attention,
 }
+if tuple(ATTENTION) != grid.ATTENTIONS:  # the variants a grid may name, each with its implementation
+    raise ImportError(
+        f"lmperf.attention.ATTENTION names {list(ATTENTION)}, lmperf.grid.ATTENTIONS {list(grid.ATTENTIONS)}"
+    )
 
 
 def get_attention(name: str):

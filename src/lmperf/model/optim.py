@@ -4,6 +4,8 @@ from collections.abc import Iterable
 
 import torch
 
+from lmperf import grid
+
 
 class AdamW(torch.optim.Optimizer):
     """Decoupled weight decay Adam (Loshchilov & Hutter), as specified in CS336 Assignment 1.
@@ -101,7 +103,7 @@ def _chunks(tensors: list[torch.Tensor], max_bytes: int):
         yield run
 
 
-OPTIMIZERS = ("lmperf", "lmperf_fused", "torch_fused")
+OPTIMIZERS = grid.OPTIMIZERS
 
 
 def make_optimizer(name: str, params: Iterable, **kwargs) -> torch.optim.Optimizer:

@@ -1,5 +1,6 @@
 """The model sizes of the CS336 Assignment 2 handout, plus tiny ones that run on a CPU in seconds."""
 
+from lmperf import grid
 from lmperf.model.transformer import ModelConfig
 
 VOCAB_SIZE = 10_000
@@ -15,6 +16,8 @@ SIZES: dict[str, tuple[int, int, int, int]] = {
     "xl": (1600, 6400, 48, 25),
     "2.7B": (2560, 10240, 32, 32),
 }
+if tuple(SIZES) != grid.SIZES:  # the shapes of exactly the sizes a grid may name, in its order
+    raise ImportError(f"lmperf.model.SIZES names {list(SIZES)}, lmperf.grid.SIZES {list(grid.SIZES)}")
 
 
 def model_config(size: str, context_length: int, vocab_size: int = VOCAB_SIZE) -> ModelConfig:

@@ -11,6 +11,7 @@ exposed communication is resolved from zero.
 import numpy as np
 import pandas as pd
 
+from lmperf import grid
 from lmperf.distributed.accounting import (
     GB,
     FFNStack,
@@ -24,9 +25,8 @@ from lmperf.distributed.bucket_model import fitted_cost, predict_exposed, swept_
 from lmperf.measure.stats import difference_ci, ratio_ci, resolved, split_ms
 from lmperf.model import TransformerLM, model_config
 from lmperf.report.markdown import change, num, ok, pct, plural, ratio, span, table
-from lmperf.studies.ddp import VARIANTS
 
-ORDER = VARIANTS  # the study's order: local first, the anchor last
+ORDER = grid.DDP_VARIANTS  # the study's order: local first, the anchor last
 MODELLED = ("naive", "flat", "individual", "bucketed-1", "bucketed-10", "bucketed-100", "bucketed-1000")
 BUCKET_GRID_MB = np.geomspace(0.25, 4096, 29)  # where the model looks for its optimum
 

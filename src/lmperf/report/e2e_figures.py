@@ -11,12 +11,13 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from lmperf import grid
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, backward_ratio, handout_model, speedup, step_times
 from lmperf.report.markdown import ok
 from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, not_drawn, save, size_axis
 
 
-def _legend(ax, colors, precisions=("fp32", "bf16")) -> None:
+def _legend(ax, colors, precisions=grid.PRECISIONS) -> None:
     handles = [Line2D([], [], color=c, marker="o", label=f"ctx {ctx}") for ctx, c in colors.items()]
     handles += [Line2D([], [], color="gray", ls=PRECISION_STYLE[p], label=p) for p in precisions]
     ax.legend(handles=handles, fontsize=7)
@@ -33,7 +34,7 @@ def time_vs_size(e2e: pd.DataFrame, path: Path) -> None:
     if times.empty:
         return no_graphed_times(path, "Graphed step time vs model size")
     modes = [m for m in MODE_LABELS if m in times.columns]
-    compiles = [c for c in ("eager", "compiled") if c in set(times["compile"])]
+    compiles = [c for c in grid.COMPILE_MODES if c in set(times["compile"])]
     colors = context_colors(times["context_length"])
     fig, axes = figure(ncols=len(modes), nrows=len(compiles))
     for row, compile_ in enumerate(compiles):
@@ -53,7 +54,7 @@ def ratio_vs_size(e2e: pd.DataFrame, path: Path) -> None:
     ratios = backward_ratio(e2e)
     if ratios.empty:
         return no_graphed_times(path, "Forward + backward over forward")
-    compiles = [c for c in ("eager", "compiled") if c in set(ratios["compile"])]
+    compiles = [c for c in grid.COMPILE_MODES if c in set(ratios["compile"])]
     colors = context_colors(ratios["context_length"])
     fig, axes = figure(ncols=max(1, len(compiles)))
     for ax, compile_ in zip(axes[0], compiles):
@@ -72,7 +73,7 @@ def bf16_speedup(e2e: pd.DataFrame, path: Path) -> None:
     gains = speedup(e2e, "precision", "fp32", "bf16")
     if gains.empty:
         return no_graphed_times(path, "bf16 speed-up")
-    compiles = [c for c in ("eager", "compiled") if c in set(gains["compile"])]
+    compiles = [c for c in grid.COMPILE_MODES if c in set(gains["compile"])]
     modes = [m for m in MODE_LABELS if m in set(gains["mode"])]
     colors = context_colors(gains["context_length"])
     fig, axes = figure(ncols=max(1, len(modes)), nrows=max(1, len(compiles)))
@@ -98,8 +99,8 @@ def host_overhead(e2e: pd.DataFrame, path: Path) -> None:
         return no_graphed_times(path, "Launched vs graphed step time")
     regimes = [
         (p, c)
-        for p in ("fp32", "bf16")
-        for c in ("eager", "compiled")
+        for p in grid.PRECISIONS
+        for c in grid.COMPILE_MODES
         if ((graphed["precision"] == p) & (graphed["compile"] == c)).any()
     ]
     colors = context_colors(graphed["context_length"])

@@ -1,24 +1,14 @@
 """Render report/final.md from the aggregated result CSVs; each study contributes one section."""
 
 import argparse
+import importlib
 from pathlib import Path
 
 import pandas as pd
 
 from lmperf.measure.rows import atomic_path
-from lmperf.report import (
-    attention_section,
-    comm_section,
-    cost,
-    ddp_section,
-    e2e_section,
-    flash_section,
-    ladder_section,
-    memory_section,
-    precision_section,
-    profile_section,
-    summary,
-)
+from lmperf.registry import STUDIES, sections
+from lmperf.report import comm_section, cost, ddp_section, e2e_section, memory_section, profile_section, summary
 from lmperf.report.markdown import num
 
 
@@ -112,56 +102,22 @@ def header(frames: dict[str, pd.DataFrame], grid: str, missing) -> list[str]:
     ]
 
 
+def section(study, frames: dict[str, pd.DataFrame]) -> str:
+    """A study's report section: its module's render() of the results it declares it reads."""
+    module = importlib.import_module(f"lmperf.report.{study.section}")
+    return module.render(*(frames[name] for name in study.reads))
+
+
 def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[str] = ()) -> str:
-    frames = {
-        name: read(results / f"{name}.csv")
-        for name in (
-            "e2e",
-            "warmup",
-            *(["ladder", "ladder_kernels"] if "ladder" not in skip else []),
-            *(f"precision/{name}" for name in ("accumulation", "autocast", "layernorm")),
-            *(["profile", "profile_timing"] if "profile" not in skip else []),
-            *(["memory", "memory_allocations"] if "memory" not in skip else []),
-            "attention",
-            "flash/leaderboard",
-            "flash_sweep",
-            "allreduce",
-            "comm_fit",
-            "ddp_train",
-            "ddp/sharding",
-            "ddp/timeline",
-            "cost",
-        )
-    }
-    e2e = frames["e2e"]
-    head = header(frames, grid, missing)
-    sections = [
-        e2e_section.render(e2e, frames["warmup"]),
-        (
-            not_in_grid("How fast can it train?", "ladder.sizes")
-            if "ladder" in skip
-            else ladder_section.render(frames["ladder"], frames["ladder_kernels"], e2e)
-        ),
-        precision_section.render(*(frames[f"precision/{name}"] for name in ("accumulation", "autocast", "layernorm"))),
-        (
-            not_in_grid("Profiling", "profile.sizes")
-            if "profile" in skip
-            else profile_section.render(frames["profile"], frames["profile_timing"], e2e)
-        ),
-        (
-            not_in_grid("Memory", "memory.context_lengths")
-            if "memory" in skip
-            else memory_section.render(frames["memory"], frames["memory_allocations"], e2e)
-        ),
-        attention_section.render(frames["attention"]),
-        flash_section.render(frames["flash/leaderboard"], frames["flash_sweep"]),
-        comm_section.render(frames["allreduce"], frames["comm_fit"]),
-        ddp_section.render(
-            frames["ddp_train"], frames["ddp/sharding"], frames["comm_fit"], frames["ddp/timeline"], frames["allreduce"]
-        ),
-        cost.render(frames["cost"]),
+    """The report: a header, the summary, then each study's section in lmperf.registry's order (a study
+    the grid leaves out says so), reading results/<name>.csv for every result a section reads."""
+    run = [study for study in sections() if study.name not in skip]
+    frames = {name: read(results / f"{name}.csv") for study in run for name in study.reads}
+    body = [
+        not_in_grid(study.title, study.optional) if study.name in skip else section(study, frames)
+        for study in sections()
     ]
-    return "\n".join(head + sections)
+    return "\n".join(header(frames, grid, missing) + body)
 
 
 def main(argv=None) -> None:
@@ -173,7 +129,7 @@ def main(argv=None) -> None:
         "--skip",
         action="append",
         default=[],
-        choices=["memory", "profile", "ladder"],
+        choices=[study.name for study in STUDIES.values() if study.optional],
         help="a study left out of the grid",
     )
     only = p.add_mutually_exclusive_group()

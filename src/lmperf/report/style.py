@@ -9,9 +9,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmperf import grid
 from lmperf.measure.rows import atomic_path  # noqa: E402
 
-SIZE_ORDER = ["nano", "tiny", "small", "medium", "large", "xl", "2.7B"]
+SIZE_ORDER = list(grid.SIZES)
 MODE_LABELS = {"forward": "forward", "forward_backward": "forward + backward", "train_step": "train step"}
 
 

@@ -33,6 +33,7 @@ from contextlib import contextmanager, nullcontext
 import torch
 import torch.distributed as dist
 
+from lmperf import grid
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
 from lmperf.distributed.ranks import all_agree, slowest_rank
 from lmperf.measure import (
@@ -52,17 +53,7 @@ from lmperf.measure.stats import join_ms
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import build_model, make_step
 
-VARIANTS = (
-    "local",
-    "naive",
-    "flat",
-    "individual",
-    "bucketed-1",
-    "bucketed-10",
-    "bucketed-100",
-    "bucketed-1000",
-    "torch_ddp",
-)
+VARIANTS = grid.DDP_VARIANTS
 ANCHOR = "torch_ddp"
 PROFILER = "torch.profiler (CUDA activity)"
 

@@ -27,6 +27,7 @@ import torch._functorch.config
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from lmperf import grid
 from lmperf.attention import FlashAttentionPyTorch, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
 from lmperf.measure.attention_flops import attention_flops
@@ -35,7 +36,7 @@ from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import HOST_BOUND
 from lmperf.studies import int_list
 
-DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = dict(zip(grid.FLASH_DTYPES, (torch.bfloat16, torch.float32)))
 
 PASSES = ("forward", "backward", "forward_backward")
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from lmperf import grid
 from lmperf.measure import fingerprint, resolve_device, synchronize, write_rows
 from lmperf.measure.rows import atomic_path, write_csv_atomic
 from lmperf.memory_trace import (
@@ -48,7 +49,7 @@ from lmperf.memory_trace import (
 from lmperf.model import count_parameters, make_optimizer, model_config
 from lmperf.training import build_model, make_step, random_batch
 
-MODES = ("forward", "train_step")
+MODES = grid.PROFILED_MODES
 BATCH = 4
 STAGES = ("forward", "backward", "optimizer step")
 
@@ -169,7 +170,7 @@ def main(argv=None) -> None:
     p.add_argument("--size", default="2.7B")
     p.add_argument("--context-length", type=int, default=128)
     p.add_argument("--mode", choices=MODES, default="train_step")
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--precision", choices=grid.PRECISIONS, default="fp32")
     p.add_argument(
         "--steps", type=int, default=3, help="steps recorded back to back (>= 2: the last is the steady state)"
     )

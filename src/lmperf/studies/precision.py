@@ -11,6 +11,7 @@ import argparse
 import torch
 import torch.nn as nn
 
+from lmperf import grid
 from lmperf.measure import fingerprint, write_rows
 
 # (accumulator dtype, summand dtype, cast summand to the accumulator's dtype before adding)
@@ -158,7 +159,7 @@ def layernorm_rows(d: int = 4096) -> list[dict]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("experiment", choices=["accumulation", "autocast", "layernorm"])
+    p.add_argument("experiment", choices=grid.PRECISION_EXPERIMENTS)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     if args.experiment == "accumulation":

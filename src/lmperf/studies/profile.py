@@ -30,14 +30,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from lmperf import ranges
+from lmperf import grid, ranges
 from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, resolve_device, summarize_ms, write_rows
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
 from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
 from lmperf.training import build_model, make_step, random_batch
 
-MODES = ("forward", "train_step")
+MODES = grid.PROFILED_MODES
 PROFILERS = ("auto", "nsys", "torch")
 
 
