@@ -72,6 +72,7 @@ def graphed_rows(overheads, threshold):
             "host_bound_threshold": threshold,
             "tokens_per_s": 1.0,
             "mfu": 0.1,
+            "graphed_mfu": 0.2,
             "precision": "bf16",
             "compile": "compiled",
             "attention": "naive",

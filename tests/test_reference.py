@@ -1341,3 +1341,27 @@ def test_ladder_grid_in_two_jobs_a_point_is_one_commit_and_its_claims_are_the_cs
         )
         in readme
     )
+
+
+BATCH = REFERENCE / "batch"
+
+
+def test_batch_slice_is_one_commit_rendered_and_says_what_its_rows_show():
+    """The batch-size slice: one commit, its section is what the renderer makes of its CSV, and its
+    README's claims (where the host stops mattering, what ended each list) are its rows'."""
+    from lmperf.report import batch_section
+    from lmperf.report.markdown import pct
+
+    rows = render.read(BATCH / "batch.csv")
+    assert set(rows["commit"]) == {"1cae734"}
+    assert_rendered(BATCH, batch_section.render(rows))
+    found = batch_section.host_catches_up(rows)
+    readme = readme_of(BATCH)
+    assert (found["small"]["from_batch"], found["2.7B"]["from_batch"]) == (32, 4)
+    assert "From batch 32 on" in readme and "threshold from batch 4 on" in readme
+    assert found["small"]["failed"] is None and found["small"]["largest"] == 128
+    assert found["2.7B"]["largest"] == 8 and found["2.7B"]["failed"]["status"] == "oom"
+    assert int(found["2.7B"]["failed"]["batch_size"]) == 16 and "batch 16 ran out of memory" in readme
+    at = rows.set_index(["size", "batch_size"])
+    assert f"({pct(at.loc[('2.7B', 4), 'host_overhead'])} host overhead" in readme
+    assert f"{pct(at.loc[('small', 128), 'mfu'])}" in readme and f"{pct(at.loc[('2.7B', 8), 'mfu'])}" in readme

@@ -273,7 +273,10 @@ STUDIES = {
                 "batch": {
                     **{name: COLUMNS["e2e"][name] for name in ("size", "context_length", "batch_size", "precision")},
                     **{name: COLUMNS["e2e"][name] for name in ("compile", "attention", "median_ms", "mfu")},
-                    **{name: COLUMNS["e2e"][name] for name in ("graphed_median_ms", "tokens_per_s", "params")},
+                    **{
+                        name: COLUMNS["e2e"][name]
+                        for name in ("graphed_median_ms", "graphed_mfu", "tokens_per_s", "params")
+                    },
                     "host_overhead": float,
                     **SETTINGS,
                 }

@@ -35,7 +35,8 @@ def sentence(size: str, found: dict) -> str:
     fits = f"up to batch {found['largest']}" if found["largest"] else "at no batch"
     said = f"**{size}** was timed {fits}"
     if found["failed"] is not None:
-        said += f"; batch {int(found['failed']['batch_size'])} ended the list ({found['failed']['note']})"
+        reason = str(found["failed"]["note"]).split(" GPU ")[0]  # CUDA's message goes on about the allocator
+        said += f"; batch {int(found['failed']['batch_size'])} ended the list ({reason})"
     if not found["graphed"]:
         return f"{said}. No step was replayed as a CUDA graph here, so the host's share is not measured."
     limit = pct(found["threshold"], 0)
@@ -71,8 +72,9 @@ def render(batch: pd.DataFrame) -> str:
                         "batch": rows["batch_size"],
                         "launched (ms)": [cell(r, "median_ms", num) for _, r in rows.iterrows()],
                         "graphed (ms)": [cell(r, "graphed_median_ms", num) for _, r in rows.iterrows()],
-                        "tokens/s": [cell(r, "tokens_per_s", lambda x: num(x, 0)) for _, r in rows.iterrows()],
-                        "MFU": [cell(r, "mfu", pct) for _, r in rows.iterrows()],
+                        "tokens/s launched": [cell(r, "tokens_per_s", lambda x: num(x, 0)) for _, r in rows.iterrows()],
+                        "MFU launched": [cell(r, "mfu", pct) for _, r in rows.iterrows()],
+                        "MFU graphed": [cell(r, "graphed_mfu", pct) for _, r in rows.iterrows()],
                         "host overhead": [cell(r, "host_overhead", pct) for _, r in rows.iterrows()],
                     }
                 ).replace("nan", MISSING)
