@@ -50,6 +50,7 @@ shell.prefix(
 )
 
 
+@functools.cache
 def module_file(name):
     """src/ path of an lmperf module or package ("lmperf.model" -> src/lmperf/model/__init__.py), or None."""
     path = Path("src", *name.split("."))
@@ -59,12 +60,22 @@ def module_file(name):
     return None
 
 
-def outside_functions(node):
-    """The nodes that run when a module is imported: all but the bodies of functions."""
+def statements(node, into_functions):
+    """The statements under ``node`` (imports are statements: expressions are not searched), those in
+    function bodies only if ``into_functions``: the rest run when the module is imported."""
     for child in ast.iter_child_nodes(node):
-        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and not into_functions:
+            continue
+        if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
             yield child
-            yield from outside_functions(child)
+            yield from statements(child, into_functions)
+
+
+@functools.cache
+def syntax_tree(name):
+    """Module ``name``'s source parsed, once per DAG build (both readings of imports use it)."""
+    path = module_file(name)
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 @functools.cache
@@ -73,10 +84,9 @@ def imported_modules(name, everywhere):
 
     everywhere=False reads only the imports that run on import; True also those inside functions.
     """
-    path = module_file(name)
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = syntax_tree(name)
     found = set()
-    for node in ast.walk(tree) if everywhere else outside_functions(tree):
+    for node in statements(tree, into_functions=everywhere):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
