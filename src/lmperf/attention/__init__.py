@@ -5,8 +5,8 @@ so the model can swap them. FlashAttention's own interface is (batch, seq, d): h
 import torch.nn.functional as F
 
 from lmperf.attention.annotated import annotated_attention
-from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
 from lmperf.attention.naive import naive_attention, softmax
+from lmperf.kernels.flash_attention_pytorch import FlashAttentionPyTorch
 
 
 def _fold_heads(function):
@@ -21,7 +21,7 @@ def _fold_heads(function):
 
 
 def _triton_function():
-    from lmperf.attention.flash_triton import FlashAttentionTriton  # imports triton: only when used
+    from lmperf.kernels.flash_attention import FlashAttentionTriton  # imports triton: only when used
 
     return FlashAttentionTriton
 

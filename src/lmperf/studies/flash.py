@@ -84,7 +84,7 @@ def implementations(compile_ours: bool = False) -> dict:
     calls them directly: across its ten shapes the compiled wrapper held our batch-1 forward near
     1 ms from seq 1024 on (H100), host time the timing would have charged to the kernels.
     """
-    from lmperf.attention.flash_triton import FlashAttentionTriton  # imports triton: only on a GPU
+    from lmperf.kernels.flash_attention import FlashAttentionTriton  # imports triton: only on a GPU
 
     # The backward pass is timed by re-running backward on one graph (retain_graph=True), which a
     # compiled graph refuses when it donates its saved buffers to the backward.

@@ -14,9 +14,9 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 2.7B model on 80 GB. The in-backward rung runs its AdamW from hooks on the model's parameters
 (``lmperf.model.optim_in_backward``), armed during its own steps only. The bf16-weights rung
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
-masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
+masters. The fused-norms rung runs the same modules through ``lmperf.kernels.fused_rmsnorm``'s
 ``FusedNormsLM``, whose blocks are compiled as the model's are; the fused-loss rung also takes its
-loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops.
+loss from ``lmperf.kernels.fused_cross_entropy`` instead of the eager torch ops.
 
 Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
 dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
@@ -44,6 +44,8 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 
+from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
+from lmperf.kernels.fused_rmsnorm import FusedNormsLM
 from lmperf.measure import Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure, resolve_device
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
@@ -54,8 +56,6 @@ from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
 from lmperf.measure.timing import Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
-from lmperf.model.fused_cross_entropy import fused_cross_entropy
-from lmperf.model.fused_rmsnorm import FusedNormsLM
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
@@ -72,8 +72,8 @@ class Rung:
     graphed: bool = False  # the whole step replayed as a CUDA graph
     weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
     in_backward: bool = False  # each parameter's update runs as its gradient lands, beside the backward
-    norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.model.fused_rmsnorm, stream in the norms)
-    loss: str = "eager"  # eager (lmperf.model.loss, torch ops) | fused (lmperf.model.fused_cross_entropy)
+    norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.kernels.fused_rmsnorm, stream in the norms)
+    loss: str = "eager"  # eager (lmperf.model.loss, torch ops) | fused (lmperf.kernels.fused_cross_entropy)
     on_ladder: bool = True  # False: measured beside the ladder
 
     @property

@@ -1,7 +1,7 @@
 """FlashAttention-2 in Triton: forward, and a backward without atomics (a dQ pass over query tiles,
 which also stores each row's Delta = rowsum(O * dO), then a dK/dV pass over key tiles).
 
-Shapes and saved tensors as in flash_pytorch: Q (batch, n_queries, d); K, V (batch, n_keys, d);
+Shapes and saved tensors as in flash_attention_pytorch: Q (batch, n_queries, d); K, V (batch, n_keys, d);
 saved exactly L (float32 logsumexp, (batch, n_queries)), Q, K, V, O. A heads axis after batch is
 taken too, at any strides (FlashAttentionTriton says why). Any sequence length (edge
 tiles are masked), any head size up to 128, fp32 and bf16. A head is held as one or two
@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from lmperf.attention import flash_gluon, flash_gluon_backward
-from lmperf.attention.flash_pytorch import check_inputs
-from lmperf.attention.launch import Launcher
+from lmperf.kernels import flash_attention_gluon, flash_attention_gluon_backward
+from lmperf.kernels.flash_attention_pytorch import check_inputs
+from lmperf.kernels.triton_launcher import Launcher
 
 LOG2E = 1.4426950408889634
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -557,18 +557,18 @@ def _planned(kind, key: tuple, *example):
 
 class _Forward:
     """The forward for one signature of (Q, K, V, is_causal): Hopper's Gluon kernel where
-    ``flash_gluon.unsupported`` allows, the portable kernel elsewhere."""
+    ``flash_attention_gluon.unsupported`` allows, the portable kernel elsewhere."""
 
     def __init__(self, Q, K, V, is_causal: bool):
         check(Q, K, V, is_causal)
-        gluon = not INTERPRET and not flash_gluon.unsupported(*_with_heads(Q, K, V))
+        gluon = not INTERPRET and not flash_attention_gluon.unsupported(*_with_heads(Q, K, V))
         self.copies = _copies((Q, K, V), aligned=gluon)
         if self.copies:
             Q, K, V = _copied((Q, K, V), self.copies)
         out, L = _outputs(Q)
         O = _heads_view(out, Q)
         if gluon:  # Hopper: softmax overlapped with the products
-            self.launch = flash_gluon.Forward(*_with_heads(Q, K, V, O), is_causal)
+            self.launch = flash_attention_gluon.Forward(*_with_heads(Q, K, V, O), is_causal)
             return
         bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
@@ -596,7 +596,7 @@ class _Forward:
 
 class _Backward:
     """The backward for one signature of (Q, K, V, dO, is_causal, deterministic algorithms): Hopper's
-    five-product kernel where ``flash_gluon_backward.unsupported`` allows, the portable kernels
+    five-product kernel where ``flash_attention_gluon_backward.unsupported`` allows, the portable kernels
     (a dQ pass that also stores Delta, then a dK/dV pass) elsewhere. O and L are laid out as the
     forward made them."""
 
@@ -607,14 +607,14 @@ class _Backward:
         if self.contiguous_dO:
             dO = dO.contiguous()
         heads4 = _with_heads(Q, K, V, O, dO)
-        gluon = not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4])
+        gluon = not INTERPRET and not flash_attention_gluon_backward.unsupported(*heads4[:3], heads4[4])
         self.copies = _copies((Q, K, V, dO), aligned=gluon)
         if self.copies:
             Q, K, V, dO = _copied((Q, K, V, dO), self.copies)
             heads4 = _with_heads(Q, K, V, O, dO)
         grads = _with_heads(*(torch.empty_like(x) for x in (Q, K, V)))  # with Q, K, V's strides
         if gluon:  # Hopper: five products
-            self.launch = flash_gluon_backward.Backward(*heads4, L, *grads, is_causal)
+            self.launch = flash_attention_gluon_backward.Backward(*heads4, L, *grads, is_causal)
             return
         bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
@@ -672,7 +672,7 @@ class FlashAttentionTriton(torch.autograd.Function):
     heads x d) gradient is what the output projection's backward writes anyway.
 
     On an sm_90 GPU the passes go to the Gluon kernels where those are faster: the forward to
-    flash_gluon, the backward to flash_gluon_backward (whose dQ additions come in no fixed order;
+    flash_attention_gluon, the backward to flash_attention_gluon_backward (whose dQ additions come in no fixed order;
     its ``unsupported`` says where it runs). Elsewhere, and under the interpreter, the kernels here.
 
     Host time: a launched call at short sequences costs the host more than the GPU. Each pass
