@@ -1,6 +1,10 @@
-"""Attention kernels with one signature, attention(q, k, v, is_causal) -> out on (batch, heads, seq, d),
-so the model can swap them. FlashAttention's own interface is (batch, seq, d): heads fold into batch.
+"""The attention variants of the model, with one signature, attention(q, k, v, is_causal) -> out on
+(batch, heads, seq, d), so the model can swap them. FlashAttention's own interface is (batch, seq, d):
+heads fold into batch. Our FlashAttention kernels live in lmperf.kernels; rows name the kernels a
+variant ran (``attention_kernel``).
 """
+
+import sys
 
 import torch.nn.functional as F
 
@@ -55,6 +59,25 @@ def get_attention(name: str):
     return ATTENTION[name]
 
 
+def forget_kernels() -> None:
+    """Start a measurement whose rows name the kernels that ran (``attention_kernel``)."""
+    flash = sys.modules.get("lmperf.kernels.flash_attention")  # not imported yet: none of its kernels ran
+    if flash is not None:
+        flash.RAN.clear()
+
+
+def attention_kernel(name: str) -> str:
+    """The kernels attention variant ``name`` ran, for a row's ``attention_kernel``: for flash_triton,
+    what its passes ran since ``forget_kernels()``: 'triton', 'gluon' (Hopper), or per pass ('gluon
+    forward, triton backward'), '' if it did not run; 'sdpa' for sdpa, whose backend torch picks;
+    'pytorch' for the variants written in torch ops (compiled by inductor where the row is)."""
+    if name == "flash_triton":
+        from lmperf.kernels.flash_attention import ran
+
+        return ran()
+    return "sdpa" if name == "sdpa" else "pytorch"
+
+
 def __getattr__(name):
     if name == "FlashAttentionTriton":
         return _triton_function()
@@ -66,6 +89,8 @@ __all__ = [
     "FlashAttentionPyTorch",
     "FlashAttentionTriton",
     "annotated_attention",
+    "attention_kernel",
+    "forget_kernels",
     "get_attention",
     "naive_attention",
     "sdpa_attention",

@@ -4,7 +4,8 @@ FlashAttention-2 (the model's ``flash_triton`` attention, ``FlashAttentionTriton
 
 - ``flash_attention``: the portable Triton kernels, forward and a deterministic backward, and the
   autograd Function that picks a pass's kernel per input signature: the Gluon kernels below where
-  they take the inputs on an sm_90 GPU, these elsewhere;
+  they take the inputs on an sm_90 GPU, these elsewhere (``forward_kernel`` and ``backward_kernel``
+  decide, ``ran()`` says what the last calls ran, and result rows name it as ``attention_kernel``);
 - ``flash_attention_gluon``: the Hopper forward in Gluon (Triton's lower-level language), and the
   TMA addressing the backward shares;
 - ``flash_attention_gluon_backward``: the Hopper backward in Gluon, five products;

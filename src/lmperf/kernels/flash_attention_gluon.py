@@ -465,9 +465,12 @@ def _addressable(x: torch.Tensor) -> bool:
     return sh % row_len == 0 or (heads - 1) * sh + d <= row_len
 
 
-def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
-    """Why the Gluon forward cannot take these (batch, heads, n, d) inputs ('' if it can)."""
-    if Q.device.type != "cuda" or torch.cuda.get_device_capability(Q.device) != (9, 0):
+def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, capability: tuple[int, int] | None = None) -> str:
+    """Why the Gluon forward cannot take these (batch, heads, n, d) inputs ('' if it can) on a GPU of
+    this compute capability (by default Q's GPU's; a CPU has none)."""
+    if capability is None and Q.device.type == "cuda":
+        capability = torch.cuda.get_device_capability(Q.device)
+    if capability != (9, 0):
         return "needs an sm_90 (Hopper) GPU"
     if Q.dtype not in GL_DTYPES:
         return f"dtype {Q.dtype}: bf16 or fp16 only"

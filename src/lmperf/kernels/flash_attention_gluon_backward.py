@@ -249,11 +249,14 @@ def _bwd_kernel(
     )
 
 
-def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor) -> str:
-    """Why this backward does not take these (batch, heads, n, d) inputs ('' if it does): the Gluon
-    forward's conditions, d = 64, a size where it pays (``pays``), a dO one descriptor addresses,
-    and no demand for deterministic algorithms."""
-    why = flash_attention_gluon.unsupported(Q, K, V)
+def unsupported(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor, capability: tuple[int, int] | None = None
+) -> str:
+    """Why this backward does not take these (batch, heads, n, d) inputs ('' if it does) on a GPU of
+    this compute capability (by default Q's GPU's): the Gluon forward's conditions, d = 64, a size
+    where it pays (``pays``), a dO one descriptor addresses, and no demand for deterministic
+    algorithms."""
+    why = flash_attention_gluon.unsupported(Q, K, V, capability)
     batch, heads, n, d = Q.shape
     programs = n // (2 * ROWS) * batch * heads
     if not why and d != 64:

@@ -13,7 +13,8 @@ spent. Every step is timed twice:
   second); the SM clock and power sampled while the replays are timed go on the rows.
 
 Several attention variants share one model (weights, optimizer state, compiled blocks) and are
-timed in one process, interleaved A B A B, so their ratio compares like with like. One process
+timed in one process, interleaved A B A B, so their ratio compares like with like. Each row names
+the attention kernels that ran (``attention_kernel``: for our FlashAttention, Triton or Gluon). One process
 sweeps the context lengths: gradients and optimizer state are dropped between contexts.
 """
 
@@ -22,6 +23,7 @@ from functools import partial
 
 import torch
 
+from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
@@ -108,8 +110,15 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             step = make_step(mode, model, optimizer, tokens, targets, spec.precision, device)
             point = {**base, "context_length": ctx, "mode": mode}
             held = partial(between_steps, model, optimizer, tokens, targets)
+            forget_kernels()
             for attention, result in time_point(step, model, spec, device, held).items():
-                row = {**point, "attention": attention, **result, **env}
+                row = {
+                    **point,
+                    "attention": attention,
+                    "attention_kernel": attention_kernel(attention),
+                    **result,
+                    **env,
+                }
                 if row["status"] == "ok":
                     row.update(
                         _rates(

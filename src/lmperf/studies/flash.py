@@ -17,6 +17,10 @@ There the three take turns in ``rounds`` interleaved rounds that share the warm-
 time: each row has the median of its round medians with a bootstrap CI, and the rounds
 (``round_ms``), so that the report can pair two implementations round by round.
 FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
+
+Our rows name the kernels that ran (``attention_kernel``): on an sm_90 GPU FlashAttentionTriton
+hands a pass to the Gluon kernels where they take its shape ('gluon', or per pass as in 'gluon
+forward, triton backward'), elsewhere it runs the Triton kernels ('triton').
 """
 
 import argparse
@@ -26,7 +30,7 @@ import torch._functorch.config
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from lmperf.attention import FlashAttentionPyTorch, naive_attention
+from lmperf.attention import FlashAttentionPyTorch, attention_kernel, forget_kernels, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
@@ -265,10 +269,13 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
     diffs = {name: relative_difference(impls[name], every["sdpa_flash"], q, k, v, True) for name in impls}
     timed = {}
     for pass_ in ("forward", "forward_backward"):
+        forget_kernels()
         try:
             timed[pass_] = leaderboard_pass(impls, q, k, v, pass_, warmup_ms, rep_ms, rounds)
         except torch.OutOfMemoryError as error:
             timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
+        if "ours_triton" in impls:
+            timed[pass_]["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
     for pass_ in timed:
         timed[pass_].update({name: {"status": "skipped", "note": reasons[name]} for name in names if name not in impls})
     rows = []
@@ -340,8 +347,11 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                 if row["status"] == "skipped":
                     rows.append({**row, **env})
                     continue
+                forget_kernels()
                 try:
                     row.update(timed_columns(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms))
+                    if name == "ours_triton":
+                        row["attention_kernel"] = attention_kernel("flash_triton")
                 except torch.OutOfMemoryError as error:
                     row.update(status="oom", note=str(error).split(" GPU ")[0])
                 except RuntimeError as error:

@@ -18,11 +18,12 @@ masters. The fused-norms rung runs the same modules through ``lmperf.kernels.fus
 ``FusedNormsLM``, whose blocks are compiled as the model's are; the fused-loss rung also takes its
 loss from ``lmperf.kernels.fused_cross_entropy`` instead of the eager torch ops.
 
-Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
-dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
-forward, backward and optimizer (CUDA events), the optimizer's GB/s against its 28 B/param bound at
-the HBM bandwidth measured in this process, peak memory, and the SM clock and power during its
-replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
+Per rung: the attention kernels that ran (``attention_kernel``: our FlashAttention's are Triton's,
+or Gluon's on Hopper where they take the shape), step median (CI), tokens/s, MFU of the step and of
+forward+backward against the bf16 dense peak (one peak for every rung, so MFU ranks rungs as their
+speed does), the split into forward, backward and optimizer (CUDA events), the optimizer's GB/s
+against its 28 B/param bound at the HBM bandwidth measured in this process, peak memory, and the SM
+clock and power during its replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
 compute the same thing: from the same initial weights and batch, each rung trains N steps at
 learning rate ``check_lr``, then one fp32 eager forward gives its loss (``initial_loss`` beside it shows
 that training moved it). Every AdamW is built with that rate: a graph bakes it in, and it does not
@@ -44,6 +45,7 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 
+from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
 from lmperf.kernels.fused_rmsnorm import FusedNormsLM
 from lmperf.measure import Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure, resolve_device
@@ -88,7 +90,7 @@ RUNGS = (
     Rung("baseline", "the handout: fp32, eager, naive attention, lmperf AdamW", "fp32", "eager", "naive", "lmperf"),
     Rung("bf16", "+ bf16 autocast", compile="eager", attention="naive", optimizer="lmperf"),
     Rung("compile", "+ torch.compile per block", attention="naive", optimizer="lmperf"),
-    Rung("flash", "+ our FlashAttention (Triton)", optimizer="lmperf"),
+    Rung("flash", "+ our FlashAttention", optimizer="lmperf"),  # its rows' attention_kernel: Triton or Gluon
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
     Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
@@ -492,6 +494,7 @@ class LadderRun:
         launched, replayed, phases = {}, {}, {}
         for turn in range(ROUNDS):
             for r in live:
+                forget_kernels()
                 if self.ok(r) and not r.graphed:
                     ladder.start(r.name)
                     step = ladder.step(r, timed_phases=True)
@@ -508,6 +511,7 @@ class LadderRun:
                             phases.setdefault(r.name, {}).setdefault(phase, []).extend(clock.seconds(phase, last=n))
                         if turn == 0:
                             rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
+                        rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
                         print(f"{r.name:>18} launched {block.median_ms:9.2f} ms", flush=True)
                     del step
                     self.release()
@@ -520,6 +524,7 @@ class LadderRun:
                     rows[r.name].update(note=f"graph replay: {str(block.timings.error).splitlines()[0]}")
                 else:
                     replayed.setdefault(r.name, []).append(block)
+                    rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
                     print(f"{r.name:>18} replayed {block.median_ms:9.2f} ms", flush=True)
                 del replay
                 self.release()
