@@ -18,6 +18,7 @@ the attention kernels that ran (``attention_kernel``: for our FlashAttention, Tr
 sweeps the context lengths: gradients and optimizer state are dropped between contexts.
 """
 
+import logging
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
@@ -42,6 +43,8 @@ from lmperf.measure.timing import (
 from lmperf.memory_trace import events_from_profiler, live_bytes
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             for m in modes
         ]
     base["params"] = count_parameters(model)
-    print(f"built {spec.size} ({base['params']:,} parameters) on {device}", flush=True)
+    log.info(f"built {spec.size} ({base['params']:,} parameters) on {device}")
     if spec.compile:
         compile_blocks(model)
     optimizer = make_optimizer(spec.optimizer, model.parameters())
@@ -126,11 +129,10 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
                         )
                     )
                 rows.append(row)
-                print(
+                log.info(
                     f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} "
                     f"{row.get('median_ms', float('nan')):10.3f} ms"
-                    f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}",
-                    flush=True,
+                    f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}"
                 )
             del step
             model.zero_grad(set_to_none=True)

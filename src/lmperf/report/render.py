@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.measure.rows import atomic_path
 from lmperf.report import (
     attention_section,
@@ -189,4 +190,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -24,6 +24,7 @@ forward, triton backward'), elsewhere it runs the Triton kernels ('triton').
 """
 
 import argparse
+import logging
 
 import torch
 import torch._functorch.config
@@ -31,11 +32,14 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf.attention import FlashAttentionPyTorch, attention_kernel, forget_kernels, naive_attention
+from lmperf.log import to_stderr
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.studies import int_list
+
+log = logging.getLogger(__name__)
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -298,10 +302,9 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
                 "note": "",
                 **timed[pass_][name],
             }
-            print(
+            log.info(
                 f"{name:>12} {pass_:>16} {row.get('median_ms', float('nan')):8.3f} ms launched "
-                f"{row.get('graphed_median_ms', float('nan')):8.3f} ms graphed  diff {diff:.2e}",
-                flush=True,
+                f"{row.get('graphed_median_ms', float('nan')):8.3f} ms graphed  diff {diff:.2e}"
             )
             rows.append({**row, **env})
     return rows
@@ -360,11 +363,10 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                     row.update(status="skipped", note=str(error).splitlines()[0])
                 q.grad = k.grad = v.grad = None
                 torch.cuda.empty_cache()
-                print(
+                log.info(
                     f"seq {seq:>6} {name:>15} {pass_:>16} {row['status']:>7} "
                     f"{row.get('median_ms', float('nan')):10.3f} ms launched "
-                    f"{row.get('graphed_median_ms', float('nan')):10.3f} ms graphed",
-                    flush=True,
+                    f"{row.get('graphed_median_ms', float('nan')):10.3f} ms graphed"
                 )
                 rows.append({**row, **env})
     return rows
@@ -403,4 +405,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

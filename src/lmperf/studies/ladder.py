@@ -38,6 +38,7 @@ each, so that each fits a 10-minute slice: at 2.7B, context 512, the two togethe
 """
 
 import argparse
+import logging
 import statistics
 from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
@@ -48,6 +49,7 @@ import torch
 from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
 from lmperf.kernels.fused_rmsnorm import FusedNormsLM
+from lmperf.log import to_stderr
 from lmperf.measure import Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure, resolve_device
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
@@ -61,6 +63,8 @@ from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -323,14 +327,14 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
         for p in params:
             p.grad = torch.ones_like(p)
     except torch.OutOfMemoryError as error:
-        print(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}", flush=True)
+        log.warning(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}")
         drop_grads()
         return times
     for key, optimizer in ladder.optimizers.items():
         try:
             replay = capture_graph(optimizer.step, device)
         except GraphUnavailable as reason:
-            print(f"optimizer {key}: {reason}", flush=True)
+            log.info(f"optimizer {key}: {reason}")
             continue
         times[key] = triton.testing.do_bench(replay, warmup=25, rep=200)
         del replay
@@ -388,7 +392,7 @@ def time_ladder(
         return rows, None
     params = count_parameters(ladder.model)
     resident = torch.cuda.memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
-    print(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state", flush=True)
+    log.info(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state")
 
     if device.type == "cuda":
         for key, ms in optimizer_graphed_ms(ladder, device).items():
@@ -503,7 +507,7 @@ class LadderRun:
                         rows[r.name].update(
                             status="oom", note=f"turn {turn + 1}: {str(block.timings.error).splitlines()[0]}"
                         )
-                        print(f"{r.name:>18} oom", flush=True)
+                        log.warning(f"{r.name:>18} oom")
                     else:
                         launched.setdefault(r.name, []).append(block)
                         clock, n = ladder.clocks[r.name], len(block.timings.host_s)
@@ -512,7 +516,7 @@ class LadderRun:
                         if turn == 0:
                             rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
                         rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
-                        print(f"{r.name:>18} launched {block.median_ms:9.2f} ms", flush=True)
+                        log.info(f"{r.name:>18} launched {block.median_ms:9.2f} ms")
                     del step
                     self.release()
                 if not self.ok(r) or (device.type != "cuda" and not r.graphed):
@@ -525,7 +529,7 @@ class LadderRun:
                 else:
                     replayed.setdefault(r.name, []).append(block)
                     rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
-                    print(f"{r.name:>18} replayed {block.median_ms:9.2f} ms", flush=True)
+                    log.info(f"{r.name:>18} replayed {block.median_ms:9.2f} ms")
                 del replay
                 self.release()
         return launched, replayed, phases
@@ -561,7 +565,7 @@ class LadderRun:
             if r.graphed:  # the rung is its replay: launched and graphed are one measurement
                 row.update(launched_columns(timings, budget))
             row.update(graphed_columns(timings, row["median_ms"], budget))
-            print(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms", flush=True)
+            log.info(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms")
 
     def check(self, rung: Rung, step) -> None:
         """Train ``check_steps`` steps of ``step`` from the initial weights; record the loss after."""
@@ -591,7 +595,7 @@ class LadderRun:
             self.rows[r.name].update(
                 note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
             )
-            print(f"{r.name:>18} {reason}", flush=True)
+            log.info(f"{r.name:>18} {reason}")
             self.ladder.drop_bf16()
             return None
 
@@ -796,4 +800,5 @@ def check_timed(
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -22,6 +22,7 @@ figure is drawn from the CSVs by lmperf.report.memory_figures.
 """
 
 import argparse
+import logging
 import pickle
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, resolve_device, synchronize, write_rows
 from lmperf.measure.rows import atomic_path, write_csv_atomic
 from lmperf.memory_trace import (
@@ -47,6 +49,8 @@ from lmperf.memory_trace import (
 )
 from lmperf.model import count_parameters, make_optimizer, model_config
 from lmperf.training import build_model, make_step, random_batch
+
+log = logging.getLogger(__name__)
 
 MODES = ("forward", "train_step")
 BATCH = 4
@@ -242,12 +246,12 @@ def main(argv=None) -> None:
             pickle.dump(snapshot, f)
     write_rows(rows, out)
     for r in rows:
-        print(
+        log.info(
             f"{args.size} {args.precision} {args.mode} ctx {args.context_length} {r.get('state', '')}: {status}, "
-            f"trace peak {r.get('trace_peak_mib', float('nan')):.1f} MiB",
-            flush=True,
+            f"trace peak {r.get('trace_peak_mib', float('nan')):.1f} MiB"
         )
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

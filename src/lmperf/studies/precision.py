@@ -11,6 +11,7 @@ import argparse
 import torch
 import torch.nn as nn
 
+from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, write_rows
 
 # (accumulator dtype, summand dtype, cast summand to the accumulator's dtype before adding)
@@ -171,4 +172,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()
