@@ -9,7 +9,7 @@ the same update on fewer SMs at about the same bandwidth saves energy.
 
 Arms, in turns (A B C D, A B C D): the AdamW update of the 2.7B model's parameter count, as one
 flat tensor in the bf16-weights rung's layout (bf16 weights and gradients, fp32 masters and
-moments: 28 B a parameter moved). The update is the one `lmperf.model.fused_adamw` does, with a
+moments: 28 B a parameter moved). The update is the one `lmperf.kernels.fused_adamw` does, with a
 constant step size. Each arm launches 16 programs per SM. An arm of s SMs works on the s SMs of
 lowest id (the ids the programs report, which need not be contiguous); a program elsewhere returns
 at once. The others take BLOCK-element blocks off one atomic counter until none is left.

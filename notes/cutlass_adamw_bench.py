@@ -34,7 +34,7 @@ import torch
 from cutlass_gemm_bench import load, run
 from held_energy import captured, in_turns
 
-from lmperf.model.fused_adamw import FusedAdamW
+from lmperf.kernels.fused_adamw import FusedAdamW
 
 # adamw.cu's kernels: gemm.cu's nt kernel of the same tile (its plain twin), then how the state moves
 FUSED = tuple(

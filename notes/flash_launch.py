@@ -66,7 +66,7 @@ def implementations():
     from lmperf_base.attention.flash_triton import FlashAttentionTriton as Base
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from lmperf.attention.flash_triton import FlashAttentionTriton as Ours
+    from lmperf.kernels.flash_attention import FlashAttentionTriton as Ours
 
     def sdpa(backend):
         def run(q, k, v, causal):
@@ -266,7 +266,7 @@ def pieces(out: Path) -> None:
     import torch
     from triton.backends.nvidia.driver import make_tensordesc_arg
 
-    from lmperf.attention import flash_gluon, flash_triton
+    from lmperf.kernels import flash_attention, flash_attention_gluon
 
     q, k, v = inputs(1, 1024, 64)
     q4, k4, v4 = (x.detach().unsqueeze(1) for x in (q, k, v))
@@ -287,9 +287,9 @@ def pieces(out: Path) -> None:
             return dO, dO, dO, None, None
 
     base_out = base_triton.FlashAttentionTriton.apply(q, k, v, True)
-    plan_out = flash_triton.FlashAttentionTriton.apply(q, k, v, True)
+    plan_out = flash_attention.FlashAttentionTriton.apply(q, k, v, True)
     desc = base_gluon._as_rows(q4, 64)[0]
-    forward_plan = flash_gluon.Forward(q4, k4, v4, o4, True)
+    forward_plan = flash_attention_gluon.Forward(q4, k4, v4, o4, True)
     forward_plan(q4, k4, v4, o4, L)
     meta = getattr(forward_plan.main.compiled.metadata, "tensordesc_meta", None)
     meta = meta[0] if meta else None
@@ -310,22 +310,22 @@ def pieces(out: Path) -> None:
         "main: flash_gluon.unsupported": lambda: base_gluon.unsupported(q4, k4, v4),
         "main: 3 x _as_rows (TensorDescriptor)": lambda: [base_gluon._as_rows(x, 64) for x in (q4, k4, v4)],
         "main: flash_gluon.forward": lambda: base_gluon.forward(q4, k4, v4, o4, L, True),
-        "plans: apply, forward (grad)": lambda: flash_triton.FlashAttentionTriton.apply(q, k, v, True),
+        "plans: apply, forward (grad)": lambda: flash_attention.FlashAttentionTriton.apply(q, k, v, True),
         "plans: backward alone": lambda: plan_out.backward(dO, retain_graph=True),
         "plans: gluon Forward call": lambda: forward_plan(q4, k4, v4, o4, L),
-        "plans: _forward (plan lookup, allocations, launches)": lambda: flash_triton._forward(q, k, v, True),
-        "plans: 3 x _signature (the plan's key)": lambda: [flash_triton._signature(x) for x in (q, k, v)],
-        "plans: _backward (plan lookup, allocations, launches)": lambda: flash_triton._backward(
+        "plans: _forward (plan lookup, allocations, launches)": lambda: flash_attention._forward(q, k, v, True),
+        "plans: 3 x _signature (the plan's key)": lambda: [flash_attention._signature(x) for x in (q, k, v)],
+        "plans: _backward (plan lookup, allocations, launches)": lambda: flash_attention._backward(
             q, k, v, plan_out, L[0], dO, True
         ),
-        "plans: 3 x _over (descriptor on new storage)": lambda: [flash_gluon._over(desc, x) for x in (q4, k4, v4)],
+        "plans: 3 x _over (descriptor on new storage)": lambda: [flash_attention_gluon._over(desc, x) for x in (q4, k4, v4)],
         "make_tensordesc_arg (TMA encode, per descriptor)": lambda: make_tensordesc_arg(desc, meta),
         "torch.empty_like": lambda: torch.empty_like(q),
         "dO expanded .contiguous()": lambda: expanded.contiguous(),
         "no-op autograd.Function, forward": lambda: Nothing.apply(q, k, v, True),
         "no-op autograd.Function, fwd + sum + bwd": sum_backward(Nothing.apply),
         "main: fwd + sum + bwd": sum_backward(base_triton.FlashAttentionTriton.apply),
-        "plans: fwd + sum + bwd": sum_backward(flash_triton.FlashAttentionTriton.apply),
+        "plans: fwd + sum + bwd": sum_backward(flash_attention.FlashAttentionTriton.apply),
     }
     with open(out, "w") as f:
         for name, fn in items.items():
@@ -334,12 +334,12 @@ def pieces(out: Path) -> None:
             print(f"{name:55s} {sums[name]:8.1f} us", flush=True)
         for name, fn in (
             ("main", base_triton.FlashAttentionTriton.apply),
-            ("plans", flash_triton.FlashAttentionTriton.apply),
+            ("plans", flash_attention.FlashAttentionTriton.apply),
         ):
             f.write(f"\n{name} fwd + sum + bwd, torch.profiler: {kernels_per_call(sum_backward(fn))}\n")
         for name, fn in (
             ("main", base_triton.FlashAttentionTriton.apply),
-            ("plans", flash_triton.FlashAttentionTriton.apply),
+            ("plans", flash_attention.FlashAttentionTriton.apply),
         ):
             f.write(f"\n==== cProfile, {name}, 200 x fwd + sum + bwd at 1 x 1024 x 64 ====\n")
             f.write(profile_text(sum_backward(fn)))
@@ -366,12 +366,12 @@ def compiled_profile(out: Path) -> None:
     import torch
     import torch._functorch.config
 
-    from lmperf.attention import flash_triton
+    from lmperf.kernels import flash_attention
 
     torch._functorch.config.donated_buffer = False
     q, k, v = inputs(4, 4096, 64)
     with open(out, "w") as f:
-        for name, module in (("plans", flash_triton), ("main", base_triton)):
+        for name, module in (("plans", flash_attention), ("main", base_triton)):
             apply = module.FlashAttentionTriton.apply
             compiled_apply = torch.compile(apply)
             explain = torch._dynamo.explain(apply)(q, k, v, True)
@@ -391,11 +391,11 @@ def compiled(out: Path, rounds: int) -> None:
     import torch
     import torch._functorch.config
 
-    from lmperf.attention import flash_triton
+    from lmperf.kernels import flash_attention
 
     torch._functorch.config.donated_buffer = False  # as the flash study: backward re-run on one graph
     impls = {}
-    for name, module in (("main", base_triton), ("plans", flash_triton)):
+    for name, module in (("main", base_triton), ("plans", flash_attention)):
         apply = module.FlashAttentionTriton.apply
         fn = torch.compile(apply)
         impls[f"{name}"] = lambda q, k, v, c, a=apply: a(q, k, v, c)

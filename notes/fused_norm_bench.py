@@ -4,7 +4,7 @@ Ran at: e65fe7b50dbc (H100 80GB HBM3, three runs), output: the table of notes/fu
 
 Arms take turns, A B C A B C, in one process, each a CUDA graph timed by do_bench (median):
 - ``inductor``: the block as the model writes it, compiled (what rung ``in_backward`` runs);
-- ``fused``: the same block with ``lmperf.model.fused_rmsnorm``: ln1 passes the stream through,
+- ``fused``: the same block with ``lmperf.kernels.fused_rmsnorm``: ln1 passes the stream through,
   ln2 takes the residual add;
 - ``fused_next``: the block also adds its FFN output into the next block's ln1 (what a model whose
   blocks hand (stream, norm) to each other would run);
@@ -21,9 +21,9 @@ import torch
 import triton.testing
 
 from lmperf.attention import get_attention
+from lmperf.kernels.fused_rmsnorm import add_rmsnorm, rmsnorm
 from lmperf.measure import capture_graph
 from lmperf.model import model_config
-from lmperf.model.fused_rmsnorm import add_rmsnorm, rmsnorm
 from lmperf.model.transformer import Linear, RotaryEmbedding, TransformerBlock
 
 def main() -> None:

@@ -64,11 +64,11 @@ from held_energy import held_and_timed
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lmperf.attention import ATTENTION
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.kernels.flash_attention import FlashAttentionTriton
+from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
 from lmperf.measure import capture_graph
 from lmperf.measure.flops import step_flops
 from lmperf.measure.power import nvidia_smi_id
-from lmperf.model.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.loss import cross_entropy
 from lmperf.model.transformer import RotaryEmbedding, matmul_parameters
 from lmperf.studies.ladder import RUNGS, Ladder, kernel_times

@@ -11,7 +11,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import mangle_type
 
-from lmperf.model import fused_adamw
+from lmperf.kernels import fused_adamw
 
 TARGET = GPUTarget("cuda", 90, 32)
 HYPER = mangle_type(fused_adamw.Hyper.of(dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.01)))

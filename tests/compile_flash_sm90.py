@@ -8,7 +8,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from lmperf.attention import flash_gluon, flash_gluon_backward, flash_triton
+from lmperf.kernels import flash_attention, flash_attention_gluon, flash_attention_gluon_backward
 
 TARGET = GPUTarget("cuda", 90, 32)
 POINTERS = {name: "*bf16" for name in ("Q", "K", "V", "O", "dO", "dQ", "dK", "dV")} | {
@@ -44,11 +44,11 @@ def compile_for_sm90(kernel, **constexprs):
 
 if __name__ == "__main__":
     for d in (64, 80):  # one column block; two (64 + 16, the 2.7B model's head)
-        d0, d1 = flash_triton.head_blocks(d)
+        d0, d1 = flash_attention.head_blocks(d)
         common = dict(D=d, D0=d0, D1=d1, IS_CAUSAL=True, PRECISION="tf32")
-        compile_for_sm90(flash_triton._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
-        compile_for_sm90(flash_triton._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
-        compile_for_sm90(flash_triton._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
+        compile_for_sm90(flash_attention._fwd_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=True, EVEN_K=True)
+        compile_for_sm90(flash_attention._bwd_dkdv_kernel, **common, BLOCK_Q=64, BLOCK_K=128, EVEN_Q=True, EVEN_K=True)
+        compile_for_sm90(flash_attention._bwd_dq_kernel, **common, BLOCK_Q=128, BLOCK_K=64, EVEN_Q=False, EVEN_K=False)
     # the Hopper forward, in Gluon: short rows (_fwd_kernel), long ones (_fwd_ws_kernel, causal and not),
     # split rows (_fwd_kernel again), d = 64 and 128
     for d, causal, splits, n in (
@@ -59,13 +59,13 @@ if __name__ == "__main__":
         (128, True, 1, 1024),
         (64, True, 4, 4096),
     ):
-        compiled = flash_gluon.compile_for_sm90(d, causal, splits=splits, n=n)
+        compiled = flash_attention_gluon.compile_for_sm90(d, causal, splits=splits, n=n)
         where = f"d={d} n={n} causal={causal} splits={splits}"
         print(f"gluon forward {where} kernel={compiled.name} shared={compiled.metadata.shared}")
-    compile_for_sm90(flash_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)
+    compile_for_sm90(flash_attention_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)
     # the Hopper backward: five products, dQ added by TMA bulk reductions; and its Delta
     for causal in (True, False):
-        compiled = flash_gluon_backward.compile_for_sm90(causal)
+        compiled = flash_attention_gluon_backward.compile_for_sm90(causal)
         reduces = "cp.reduce.async.bulk.tensor" in compiled.asm["ptx"]
         print(f"gluon backward causal={causal} bulk_reduce={reduces} shared={compiled.metadata.shared}")
-    compile_for_sm90(flash_gluon_backward._delta_kernel, D=64, BLOCK=64)
+    compile_for_sm90(flash_attention_gluon_backward._delta_kernel, D=64, BLOCK=64)

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
-from lmperf.attention.flash_triton import FlashAttentionTriton, head_blocks
+from lmperf.kernels.flash_attention import FlashAttentionTriton, head_blocks
+from lmperf.kernels.flash_attention_pytorch import FlashAttentionPyTorch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 IMPLEMENTATIONS = {"pytorch": FlashAttentionPyTorch, "triton": FlashAttentionTriton}

@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from lmperf.attention import flash_gluon, flash_gluon_backward, flash_triton
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.kernels import flash_attention, flash_attention_gluon, flash_attention_gluon_backward
+from lmperf.kernels.flash_attention import FlashAttentionTriton
 
 BF16 = torch.bfloat16
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
@@ -39,8 +39,8 @@ def test_tma_rows_address_every_head(x):
     """Head (b, h) is rows row0 + n, columns col0 .. col0 + d of x seen as rows of stride(2): the
     numbers the kernel's _origin turns into TMA coordinates."""
     x.copy_(torch.randn(x.shape))
-    assert flash_gluon._addressable(x)
-    desc, rows_per_batch, stride_h, row_len = flash_gluon._as_rows(x, 64)
+    assert flash_attention_gluon._addressable(x)
+    desc, rows_per_batch, stride_h, row_len = flash_attention_gluon._as_rows(x, 64)
     assert desc.block_shape == [64, x.shape[-1]]
     flat = x.as_strided((x.untyped_storage().nbytes() // x.element_size() - x.storage_offset(),), (1,))
     batch, heads, n, d = x.shape
@@ -54,8 +54,9 @@ def test_tma_rows_address_every_head(x):
 
 def test_gluon_path_refuses_what_it_cannot_run():
     x = torch.zeros(1, 2, 256, 64, dtype=torch.bfloat16)
-    assert "sm_90" in flash_gluon.unsupported(x, x, x)  # not on a CPU
-    assert not flash_gluon._addressable(torch.zeros(1, 2, 256, 68)[..., :64])  # rows of 68: not 16-byte aligned
+    assert "sm_90" in flash_attention_gluon.unsupported(x, x, x)  # not on a CPU
+    rows_of_68 = torch.zeros(1, 2, 256, 68)[..., :64]  # not 16-byte aligned
+    assert not flash_attention_gluon._addressable(rows_of_68)
 
 
 @pytest.mark.skipif(not HOPPER, reason="the Gluon forward needs an sm_90 GPU")
@@ -63,13 +64,15 @@ def test_gluon_path_refuses_what_it_cannot_run():
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [True, False])
 def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal, monkeypatch):
-    monkeypatch.setattr(flash_gluon_backward, "MIN_KEYS", 0)  # the five-product backward at any size
-    monkeypatch.setattr(flash_gluon_backward, "MIN_PROGRAMS", 0)
-    monkeypatch.setattr(flash_triton, "_PLANS", {})  # plans made under the size rule as it is, kept here
+    monkeypatch.setattr(flash_attention_gluon_backward, "MIN_KEYS", 0)  # the five-product backward at any size
+    monkeypatch.setattr(flash_attention_gluon_backward, "MIN_PROGRAMS", 0)
+    monkeypatch.setattr(flash_attention, "_PLANS", {})  # plans made under the size rule as it is, kept here
     q, k, v = (t.requires_grad_() for t in model_layout(2, 3, n, d, torch.bfloat16, "cuda", seed=d))
-    assert flash_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
-    splits = flash_gluon.key_splits(2 * 3 * n // flash_gluon.BLOCK_M, n // 128, flash_gluon._sm_count(q.device))
-    assert flash_gluon.warp_specialized(n, splits) == (n > flash_gluon.SHORT)
+    assert flash_attention_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
+    splits = flash_attention_gluon.key_splits(
+        2 * 3 * n // flash_attention_gluon.BLOCK_M, n // 128, flash_attention_gluon._sm_count(q.device)
+    )
+    assert flash_attention_gluon.warp_specialized(n, splits) == (n > flash_attention_gluon.SHORT)
     o = FlashAttentionTriton.apply(q, k, v, causal)
     L = o.grad_fn.saved_tensors[0]
     grad_out = torch.randn_like(o)
@@ -84,7 +87,7 @@ def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal, monk
     assert (L.double() - torch.logsumexp(s, -1)).abs().max() < 1e-3
     for x, r in ((o, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert ((x.double() - r).norm() / r.norm()).item() < 2e-2
-    five_products = flash_gluon_backward.unsupported(q, k, v, grad_out) == ""
+    five_products = flash_attention_gluon_backward.unsupported(q, k, v, grad_out) == ""
     assert five_products == (d == 64)  # the backward under test
     grads = [t.grad.clone() for t in (q, k, v)]
     for t in (q, k, v):
@@ -102,13 +105,13 @@ def test_deterministic_algorithms_give_repeatable_gradients():
     take the portable one, and two backwards agree bit for bit."""
     q, k, v = (t.requires_grad_() for t in model_layout(1, 2, 8192, 64, torch.bfloat16, "cuda"))
     grad_out = torch.randn_like(q)
-    assert flash_gluon_backward.unsupported(q, k, v, grad_out) == ""
+    assert flash_attention_gluon_backward.unsupported(q, k, v, grad_out) == ""
     FlashAttentionTriton.apply(q, k, v, True).backward(grad_out)  # planned with the five products first
     for t in (q, k, v):
         t.grad = None
     torch.use_deterministic_algorithms(True)
     try:
-        assert "deterministic" in flash_gluon_backward.unsupported(q, k, v, grad_out)
+        assert "deterministic" in flash_attention_gluon_backward.unsupported(q, k, v, grad_out)
         grads = []
         for _ in range(2):
             FlashAttentionTriton.apply(q, k, v, True).backward(grad_out)
@@ -125,7 +128,7 @@ def test_gluon_forward_copies_a_view_that_tma_cannot_align():
     """A view starting 2 bytes into its storage is not 16-byte aligned: it is copied, not misread."""
     base = torch.randn(2 * 3 * 256 * 64 + 1, device="cuda").to(torch.bfloat16)
     q = base[1:].view(2, 3, 256, 64)
-    assert flash_gluon.unsupported(q, q, q) == "" and q.data_ptr() % 16
+    assert flash_attention_gluon.unsupported(q, q, q) == "" and q.data_ptr() % 16
     o = FlashAttentionTriton.apply(q, q, q, True)
     s = q.double() @ q.double().transpose(-1, -2) / 8
     s = s.masked_fill(torch.ones(256, 256, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
@@ -140,7 +143,7 @@ def test_the_gluon_layout_check_does_not_break_a_compiled_graph():
 
     def check(x):
         q = (x * 2).transpose(1, 2)  # an intermediate, as the model's q, k, v are
-        return q * int(flash_gluon._addressable(q))
+        return q * int(flash_attention_gluon._addressable(q))
 
     explanation = torch._dynamo.explain(check)(torch.zeros(1, 256, 2, 64, dtype=BF16))
     assert explanation.graph_break_count == 0, explanation.break_reasons
@@ -152,17 +155,17 @@ def test_the_gluon_layout_check_does_not_break_a_compiled_graph():
     + [(8192, 64, False), (8192, 128, True), (16384, 128, True)],
 )
 def test_the_five_product_backward_is_taken_where_it_was_measured_faster(n, programs, five):
-    """The sizes of the H100 measurements behind flash_gluon_backward.pays: 4 x 16 x 2048 and the
+    """The sizes of the H100 measurements behind flash_attention_gluon_backward.pays: 4 x 16 x 2048 and the
     model's 4 x 20 x 1024 (slower), the batch-1 sweep at 4096 keys (32 programs), 1 x 4 x 4096,
     4 x 16 x 4096, 1 x 1 x 8192 (64 programs: slower), 1 x 2 x 8192 and 1 x 1 x 16384."""
-    assert flash_gluon_backward.pays(n, programs) == five
+    assert flash_attention_gluon_backward.pays(n, programs) == five
 
 
 @pytest.mark.parametrize("n, splits, ws", [(16384, 1, True), (2560, 1, True), (2048, 1, False), (4096, 2, False)])
 def test_long_unsplit_rows_take_the_warp_specialized_kernel(n, splits, ws):
     """Rows longer than SHORT take two consumer warpgroups a program (variant 18), unless their keys
     are split, which only _fwd_kernel does."""
-    assert flash_gluon.warp_specialized(n, splits) == ws
+    assert flash_attention_gluon.warp_specialized(n, splits) == ws
 
 
 @pytest.mark.parametrize(
@@ -173,7 +176,7 @@ def test_short_sequences_take_64_key_tiles_at_d64(n, d, tiling):
     """_fwd_kernel's tiles: the model's contexts (up to 2048 keys) take 64-key tiles in 2 stages, longer
     (split) rows at d = 64 128-key tiles, d = 128 always 64 keys: the tilings measured fastest on an
     H100. Longer unsplit rows take _fwd_ws_kernel and its 128-key tiles instead."""
-    assert flash_gluon.tiling(n, d) == tiling
+    assert flash_attention_gluon.tiling(n, d) == tiling
 
 
 @pytest.mark.parametrize(
@@ -182,14 +185,14 @@ def test_short_sequences_take_64_key_tiles_at_d64(n, d, tiling):
     ids=["seq4096-d64", "seq2048-d64", "seq8192-d64", "model-ctx128", "model-ctx1024", "short-rows"],
 )
 def test_keys_are_split_only_where_the_grid_leaves_sms_idle(programs, longest, splits):
-    assert flash_gluon.key_splits(programs, longest, sms=132) == splits
+    assert flash_attention_gluon.key_splits(programs, longest, sms=132) == splits
 
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_split_results_combine_to_attention_in_float64(causal):
     """_combine against float64: partial results over each split's key tiles, as _fwd_kernel leaves
     them, give softmax(QK^T)V and its logsumexp. Splits without key tiles hold NaN: never read."""
-    bh, n, d, splits, key_tile, rows = 2, 512, 64, 4, 128, flash_gluon.BLOCK_M
+    bh, n, d, splits, key_tile, rows = 2, 512, 64, 4, 128, flash_attention_gluon.BLOCK_M
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(bh, n, d, generator=g, dtype=torch.float64) for _ in range(3))
     s = q @ k.transpose(-1, -2) / math.sqrt(d)
@@ -209,7 +212,7 @@ def test_split_results_combine_to_attention_in_float64(causal):
             O_part[split, :, q0 : q0 + rows] = torch.softmax(part, -1) @ v[:, lo:hi]
             L_part[split, :, q0 : q0 + rows] = torch.logsumexp(part, -1) / math.log(2)
     out, lse = torch.empty(bh, n, d, device=device), torch.empty(bh, n, device=device)
-    flash_gluon._combine[(n // rows, bh)](
+    flash_attention_gluon._combine[(n // rows, bh)](
         O_part.float().to(device), L_part.float().to(device), out, lse, n, 1, *out.unsqueeze(1).stride()[:3],
         BLOCK_N=key_tile, IS_CAUSAL=causal, SPLITS=splits, D=d, BLOCK_M=rows,
     )  # fmt: skip
@@ -225,11 +228,11 @@ def test_split_keys_forward_matches_float64(d, causal):
     """Batch 1, one head, seq 4096: the grid the sweep runs, where the keys are split."""
     n = 4096
     q, k, v = model_layout(1, 1, n, d, torch.bfloat16, "cuda", seed=d)
-    programs, longest = n // flash_gluon.BLOCK_M, n // flash_gluon.tiling(n, d)[0]
-    assert flash_gluon.key_splits(programs, longest, flash_gluon._sm_count(q.device)) > 1
+    programs, longest = n // flash_attention_gluon.BLOCK_M, n // flash_attention_gluon.tiling(n, d)[0]
+    assert flash_attention_gluon.key_splits(programs, longest, flash_attention_gluon._sm_count(q.device)) > 1
     o = FlashAttentionTriton.apply(q, k, v, causal)
     L = torch.empty(1, 1, n, device="cuda")
-    flash_gluon.forward(q, k, v, torch.empty_like(o), L, causal)
+    flash_attention_gluon.forward(q, k, v, torch.empty_like(o), L, causal)
     s = q.double() @ k.double().transpose(-1, -2) / math.sqrt(d)
     if causal:
         s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1), float("-inf"))

@@ -12,12 +12,12 @@ import torch
 import triton
 import triton.language as tl
 
-from lmperf.attention import flash_triton
-from lmperf.attention.flash_triton import FlashAttentionTriton
-from lmperf.attention.launch import Launcher
+from lmperf.kernels import flash_attention
+from lmperf.kernels.flash_attention import FlashAttentionTriton
+from lmperf.kernels.triton_launcher import Launcher
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-INTERPRET = flash_triton.INTERPRET
+INTERPRET = flash_attention.INTERPRET
 
 
 def reference(q, k, v, is_causal):
@@ -57,7 +57,7 @@ def forward_backward(fn, q, k, v, grad, causal):
 @pytest.fixture
 def fresh_plans(monkeypatch):
     """No plans from other tests, and none of this test's left for them."""
-    monkeypatch.setattr(flash_triton, "_PLANS", {})
+    monkeypatch.setattr(flash_attention, "_PLANS", {})
 
 
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
@@ -75,9 +75,9 @@ def test_a_planned_call_repeats_the_first_and_matches_float64(shape, causal, fre
     q, k, v = leaves(shape, DTYPE, seed=len(shape))
     grad = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(DEVICE, DTYPE)
     first = forward_backward(FlashAttentionTriton.apply, q, k, v, grad, causal)
-    planned = len(flash_triton._PLANS)
+    planned = len(flash_attention._PLANS)
     again = forward_backward(FlashAttentionTriton.apply, q, k, v, grad, causal)
-    assert len(flash_triton._PLANS) == planned == 2  # a forward plan and a backward plan, made once
+    assert len(flash_attention._PLANS) == planned == 2  # a forward plan and a backward plan, made once
     for a, b in zip(first, again):
         assert torch.equal(a, b)
     q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
@@ -104,7 +104,7 @@ def test_each_signature_gets_its_own_plan(fresh_plans):
         tol = 2e-2 if DTYPE == torch.bfloat16 else 1e-4
         for x, r in zip((out, dq, dk, dv), (ref, q64.grad, k64.grad, v64.grad)):
             assert relative_error(x, r) < 2 * tol
-    assert len(flash_triton._PLANS) == 6
+    assert len(flash_attention._PLANS) == 6
 
 
 def test_the_compiled_wrapper_computes_what_the_direct_call_does(fresh_plans):
@@ -137,7 +137,7 @@ def test_the_ops_fake_outputs_are_laid_out_as_the_real_ones():
     batch, heads, n, d = 2, 3, 128, 64
     q, k, v = (t.detach() for t in leaves((batch, heads, n, d), DTYPE, seed=5, layout=(0, 2, 1, 3)))
     real = torch.ops.lmperf.flash_attention_forward(q, k, v, True)
-    out = flash_triton._heads_view(real[0], q)
+    out = flash_attention._heads_view(real[0], q)
     grad = torch.randn_like(out)
     real_grads = torch.ops.lmperf.flash_attention_backward(q, k, v, out, real[1], grad, True)
     from torch._subclasses.fake_tensor import FakeTensorMode

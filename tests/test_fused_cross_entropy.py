@@ -1,11 +1,11 @@
-"""Our cross-entropy kernels (lmperf.model.fused_cross_entropy; the interpreter on a CPU) against the
+"""Our cross-entropy kernels (lmperf.kernels.fused_cross_entropy; the interpreter on a CPU) against the
 loss in float64: the mean loss and the logits' gradient, for bf16 and fp32 logits, over a vocabulary
 that ends inside a chunk, and with the loss scaled as a caller's backward would."""
 
 import pytest
 import torch
 
-from lmperf.model.fused_cross_entropy import fused_cross_entropy
+from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
 from lmperf.model.loss import cross_entropy
 
 

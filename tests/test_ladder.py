@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from conftest import markdown_tables
+from lmperf.kernels.fused_rmsnorm import add_rmsnorm, rmsnorm
 from lmperf.model import make_optimizer
-from lmperf.model.fused_rmsnorm import add_rmsnorm, rmsnorm
 from lmperf.report import ladder_section
 from lmperf.report.render import read
 from lmperf.studies.ladder import RUNGS, Ladder, LadderRun, Rung, share_state

@@ -1,5 +1,9 @@
 """Where a job's time goes (lmperf.measure.phases): phases count apart, and the split sums to the job's time."""
 
+import logging
+import re
+import subprocess
+import sys
 import time
 
 import pandas as pd
@@ -34,6 +38,24 @@ def test_nested_phases_count_apart_and_the_split_sums_to_the_time_since_the_job_
     assert split["capture"] == pytest.approx(0.1, abs=0.02)
     assert split["other"] == pytest.approx(0.05, abs=0.02)
     assert sum(split.values()) == pytest.approx(now - job_start, rel=1e-6)
+
+
+def test_the_log_says_each_phase_as_the_job_enters_it(caplog):
+    caplog.set_level(logging.INFO, logger="lmperf.measure.phases")
+    for name in ("build", "warmup", "warmup", "timed"):  # warm-up entered again at once: no news
+        with phases.phase(name):
+            if name == "timed":
+                with phases.phase("capture"):
+                    pass
+    assert caplog.messages == ["phase build", "phase warmup", "phase timed", "phase capture"]
+
+
+def test_a_jobs_log_has_the_time_level_and_module_of_each_line(tmp_path):
+    """A python -m entry point logs to stderr (lmperf.log), which a rule's log file takes."""
+    out = tmp_path / "results" / "accumulation.csv"
+    cmd = [sys.executable, "-m", "lmperf.studies.precision", "accumulation", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert re.search(r"^\S+ \S+ INFO lmperf\.measure\.phases: phase write$", proc.stderr, re.M), proc.stderr
 
 
 def test_an_unknown_phase_is_refused_with_its_name():

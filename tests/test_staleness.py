@@ -248,7 +248,7 @@ def test_editing_report_text_reruns_only_the_report(smoke_run, tmp_path):
 
 def test_editing_the_triton_kernel_leaves_naive_targets_alone(smoke_run, tmp_path):
     run = clone_run(smoke_run, tmp_path)
-    touch_source(run / "src/lmperf/attention/flash_triton.py")
+    touch_source(run / "src/lmperf/kernels/flash_attention.py")
     # the smoke grid's e2e times naive and flash_pytorch attention: neither runs the Triton kernel
     assert dry_run(run, "--config", "grid=smoke") == {
         "flash_leaderboard": 1,

@@ -22,7 +22,7 @@ import torch
 from common import passes, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.kernels.flash_attention import FlashAttentionTriton
 from lmperf.measure.timing import GraphUnavailable, capture_graph
 
 

@@ -1,4 +1,4 @@
-"""Where the five-product Hopper backward pays after variant 21 (`flash_gluon_backward.pays`): forward +
+"""Where the five-product Hopper backward pays after variant 21 (`flash_attention_gluon_backward.pays`): forward +
 backward of our autograd function with the portable backward and with the Hopper one forced, beside
 SDPA cuDNN, at the model's shapes (batch 4, d 64, 512 to 2048 keys) and at the sweep's batch-1 rows
 near the rule's edge. Each is captured as a CUDA graph and replayed by do_bench, once per round,
@@ -18,16 +18,16 @@ import torch
 from common import model_qkv, passes, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
-from lmperf.attention import flash_gluon_backward
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.kernels import flash_attention_gluon_backward
+from lmperf.kernels.flash_attention import FlashAttentionTriton
 from lmperf.measure.timing import capture_graph
 
-RULE = flash_gluon_backward.pays
+RULE = flash_attention_gluon_backward.pays
 
 
 def ours(hopper: bool):
     def run(q, k, v):
-        flash_gluon_backward.pays = (lambda n, programs: True) if hopper else (lambda n, programs: False)
+        flash_attention_gluon_backward.pays = (lambda n, programs: True) if hopper else (lambda n, programs: False)
         return FlashAttentionTriton.apply(q, k, v, True)
 
     return run
@@ -61,7 +61,7 @@ def main() -> None:
             + f"; hopper/portable {times['hopper'] / times['portable']:.3f}; rule says hopper: {rule}",
             flush=True,
         )
-    flash_gluon_backward.pays = RULE
+    flash_attention_gluon_backward.pays = RULE
 
 
 if __name__ == "__main__":

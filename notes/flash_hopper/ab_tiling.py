@@ -1,5 +1,5 @@
 """The Gluon forward's (key tile, ring stages) at the model's contexts, beside SDPA cuDNN: each
-choice forced through `flash_gluon.tiling`, the forward alone and forward + backward captured as CUDA
+choice forced through `flash_attention_gluon.tiling`, the forward alone and forward + backward captured as CUDA
 graphs and replayed by do_bench, once per round, five rounds; medians in microseconds.
 
 Ran at: b7954ad4ea71 (H100 80GB HBM3), output: notes/flash_hopper/logs/2026-11-26-ab_tiling-b7954ad.txt
@@ -19,16 +19,16 @@ import torch
 from common import model_qkv, passes, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
-from lmperf.attention import flash_gluon
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.kernels import flash_attention_gluon
+from lmperf.kernels.flash_attention import FlashAttentionTriton
 from lmperf.measure.timing import GraphUnavailable, capture_graph
 
-LANDED = flash_gluon.tiling
+LANDED = flash_attention_gluon.tiling
 
 
 def ours(key_tile, stages):
     def run(q, k, v):
-        flash_gluon.tiling = lambda n, d: (key_tile, stages)
+        flash_attention_gluon.tiling = lambda n, d: (key_tile, stages)
         return FlashAttentionTriton.apply(q, k, v, True)
 
     return run
@@ -63,7 +63,7 @@ def main() -> None:
         for pass_ in ("forward", "forward_backward"):
             row = ", ".join(f"{name} {times[pass_, name]:.1f}" for name in ARMS if (pass_, name) in times)
             print(f"{batch}x{heads}x{seq} {pass_} us: {row}", flush=True)
-    flash_gluon.tiling = LANDED
+    flash_attention_gluon.tiling = LANDED
 
 
 if __name__ == "__main__":

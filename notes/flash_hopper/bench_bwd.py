@@ -17,7 +17,7 @@ from common import sdpa, use_torch_allocator
 from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
-from lmperf.attention.flash_triton import FlashAttentionTriton
+from lmperf.kernels.flash_attention import FlashAttentionTriton
 
 def main() -> None:
     use_torch_allocator()

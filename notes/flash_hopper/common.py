@@ -73,12 +73,12 @@ def model_qkv(batch: int, heads: int, seq: int, d: int = 64):
 def leaderboard_backward_inputs():
     """The leaderboard shape (16 x 1 x 16384 x 64, causal) ready for a backward alone: q, k, v, and
     our forward's O and logsumexp L, and a random dO."""
-    from lmperf.attention import flash_gluon
+    from lmperf.kernels import flash_attention_gluon
 
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(16, 1, 16384, 64, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
-    flash_gluon.forward(q, k, v, o, L, True)
+    flash_attention_gluon.forward(q, k, v, o, L, True)
     return q, k, v, o, L, torch.randn_like(o)
 
 

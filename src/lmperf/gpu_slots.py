@@ -18,12 +18,16 @@ already chose the GPUs.
 import argparse
 import fcntl
 import glob
+import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
+
+from lmperf.log import to_stderr
+
+log = logging.getLogger(__name__)
 
 
 def visible_gpus(env=os.environ) -> list[str]:
@@ -78,7 +82,7 @@ def take(gpus: list[str], count: int, directory: str, poll_seconds: float = 0.5)
     waited = False
     while (held := try_take(gpus, count, directory)) is None:
         if not waited:
-            print(f"gpu_slots: waiting for {count} free GPU(s) of {','.join(gpus)} ({directory})", file=sys.stderr)
+            log.info(f"waiting for {count} free GPU(s) of {','.join(gpus)} ({directory})")
             waited = True
         time.sleep(poll_seconds)
     return held
@@ -99,11 +103,12 @@ def main(argv=None):
         for _, fd in held:
             os.set_inheritable(fd, True)  # the command (and its children) keep the locks until they exit
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpu for gpu, _ in held)
-        # In the job's log: which GPUs it ran on, and from when (the test of parallel runs reads it).
-        gpus = os.environ["CUDA_VISIBLE_DEVICES"]
-        print(f"gpu_slots: CUDA_VISIBLE_DEVICES={gpus} at {time.time():.3f}", file=sys.stderr)
+        # In the job's log, as "lmperf.gpu_slots: CUDA_VISIBLE_DEVICES=... at ...": which GPUs it ran
+        # on, and from when (the test of parallel runs reads it).
+        log.info(f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} at {time.time():.3f}")
     os.execvp(command[0], command)
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -104,7 +104,7 @@ def code(*entry_points):
 
     An entry point's every import counts, its functions' included: its main() runs them. What it
     imports counts with the imports that run on import, transitively. So a lazy import inside a
-    library function (the Triton kernel, in lmperf.attention) is not a dependency of every model
+    library function (the FlashAttention kernels, in lmperf.attention) is not a dependency of every model
     target; a study that runs it names that module as an entry point.
     """
     unknown = [name for name in entry_points if not module_file(name)]
@@ -121,10 +121,15 @@ def code(*entry_points):
     return sorted(str(module_file(name)) for name in seen)
 
 
+# The kernel module of each attention variant that lmperf.attention imports only when the variant runs;
+# the other variants' code is imported with lmperf.attention itself, so code() finds it.
+LAZY_ATTENTION_MODULES = {"flash_triton": "lmperf.kernels.flash_attention"}
+
+
 def attention_modules(names):
-    """The modules of these attention variants (sdpa has none: it lives in lmperf.attention itself), so an
-    edit to the Triton kernel reruns only the targets that time it."""
-    return [f"lmperf.attention.{name}" for name in names if module_file(f"lmperf.attention.{name}")]
+    """The kernel modules these attention variants run beyond lmperf.attention's own imports, so an edit
+    to the FlashAttention kernels reruns only the targets that time them."""
+    return [LAZY_ATTENTION_MODULES[name] for name in names if name in LAZY_ATTENTION_MODULES]
 
 
 # The figures the studies declare (lmperf.registry), by name.

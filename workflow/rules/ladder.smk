@@ -8,7 +8,7 @@ LADDER_TARGETS = expand("results/ladder/{size}/ctx{ctx}.csv", size=LADDER["sizes
 LADDER_KERNEL_TARGETS = [t.replace(".csv", "-kernels.csv") for t in LADDER_TARGETS]
 LADDER_TIMED_TARGETS = [t.replace(".csv", "-timed.csv") for t in LADDER_TARGETS]
 LADDER_CODE = code(
-    "lmperf.studies.ladder", "lmperf.model.fused_adamw", *attention_modules(["naive", "flash_triton", "sdpa"])
+    "lmperf.studies.ladder", "lmperf.kernels.fused_adamw", *attention_modules(["naive", "flash_triton", "sdpa"])
 )
 
 

@@ -1,13 +1,17 @@
-"""Attention kernels with one signature, attention(q, k, v, is_causal) -> out on (batch, heads, seq, d),
-so the model can swap them. FlashAttention's own interface is (batch, seq, d): heads fold into batch.
+"""The attention variants of the model, with one signature, attention(q, k, v, is_causal) -> out on
+(batch, heads, seq, d), so the model can swap them. FlashAttention's own interface is (batch, seq, d):
+heads fold into batch. Our FlashAttention kernels live in lmperf.kernels; rows name the kernels a
+variant ran (``attention_kernel``).
 """
+
+import sys
 
 import torch.nn.functional as F
 
 from lmperf import grid
 from lmperf.attention.annotated import annotated_attention
-from lmperf.attention.flash_pytorch import FlashAttentionPyTorch
 from lmperf.attention.naive import naive_attention, softmax
+from lmperf.kernels.flash_attention_pytorch import FlashAttentionPyTorch
 
 
 def _fold_heads(function):
@@ -22,7 +26,7 @@ def _fold_heads(function):
 
 
 def _triton_function():
-    from lmperf.attention.flash_triton import FlashAttentionTriton  # imports triton: only when used
+    from lmperf.kernels.flash_attention import FlashAttentionTriton  # imports triton: only when used
 
     return FlashAttentionTriton
 
@@ -60,6 +64,25 @@ def get_attention(name: str):
     return ATTENTION[name]
 
 
+def forget_kernels() -> None:
+    """Start a measurement whose rows name the kernels that ran (``attention_kernel``)."""
+    flash = sys.modules.get("lmperf.kernels.flash_attention")  # not imported yet: none of its kernels ran
+    if flash is not None:
+        flash.RAN.clear()
+
+
+def attention_kernel(name: str) -> str:
+    """The kernels attention variant ``name`` ran, for a row's ``attention_kernel``: for flash_triton,
+    what its passes ran since ``forget_kernels()``: 'triton', 'gluon' (Hopper), or per pass ('gluon
+    forward, triton backward'), '' if it did not run; 'sdpa' for sdpa, whose backend torch picks;
+    'pytorch' for the variants written in torch ops (compiled by inductor where the row is)."""
+    if name == "flash_triton":
+        from lmperf.kernels.flash_attention import ran
+
+        return ran()
+    return "sdpa" if name == "sdpa" else "pytorch"
+
+
 def __getattr__(name):
     if name == "FlashAttentionTriton":
         return _triton_function()
@@ -71,6 +94,8 @@ __all__ = [
     "FlashAttentionPyTorch",
     "FlashAttentionTriton",
     "annotated_attention",
+    "attention_kernel",
+    "forget_kernels",
     "get_attention",
     "naive_attention",
     "sdpa_attention",

@@ -22,6 +22,7 @@ parameter's gradient is; all-reduces run one after another on one stream.
 """
 
 import argparse
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -29,7 +30,10 @@ import pandas as pd
 import torch
 
 from lmperf.distributed.ddp import make_buckets
+from lmperf.log import to_stderr
 from lmperf.measure.rows import write_csv_atomic
+
+log = logging.getLogger(__name__)
 
 MIN_R2 = 0.95
 FIT_SPAN = 1024  # a 1 GiB sweep is fitted from 1 MiB up: DDP's buckets and the XL model's big tensors
@@ -152,8 +156,9 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     fits = fit_allreduce(pd.read_csv(args.allreduce))
     write_csv_atomic(fits, args.out)
-    print(fits.to_string(), flush=True)
+    log.info(f"all-reduce time fitted per backend and world size:\n{fits.to_string()}")
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -10,9 +10,14 @@ node. The job's command itself still runs once: the Slurm profiles ask for one t
 """
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
+
+from lmperf.log import to_stderr
+
+log = logging.getLogger(__name__)
 
 RENDEZVOUS_PORT = 29400
 
@@ -52,9 +57,10 @@ def main(argv=None) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     args = p.parse_args(argv)
     cmd = command(args.ranks, ["-m", args.module, *args.args], dict(os.environ))
-    print(" ".join(cmd), flush=True)
+    log.info(f"running: {' '.join(cmd)}")
     sys.exit(subprocess.run(cmd).returncode)
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

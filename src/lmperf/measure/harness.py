@@ -13,15 +13,18 @@ spent. Every step is timed twice:
   second); the SM clock and power sampled while the replays are timed go on the rows.
 
 Several attention variants share one model (weights, optimizer state, compiled blocks) and are
-timed in one process, interleaved A B A B, so their ratio compares like with like. One process
+timed in one process, interleaved A B A B, so their ratio compares like with like. Each row names
+the attention kernels that ran (``attention_kernel``: for our FlashAttention, Triton or Gluon). One process
 sweeps the context lengths: gradients and optimizer state are dropped between contexts.
 """
 
+import logging
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
 import torch
 
+from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
@@ -41,6 +44,8 @@ from lmperf.measure.timing import (
 from lmperf.memory_trace import events_from_profiler, live_bytes
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             for m in modes
         ]
     base["params"] = count_parameters(model)
-    print(f"built {spec.size} ({base['params']:,} parameters) on {device}", flush=True)
+    log.info(f"built {spec.size} ({base['params']:,} parameters) on {device}")
     if spec.compile:
         compile_blocks(model)
     optimizer = make_optimizer(spec.optimizer, model.parameters())
@@ -111,8 +116,15 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             step = make_step(mode, model, optimizer, tokens, targets, spec.precision, device)
             point = {**base, "context_length": ctx, "mode": mode}
             held = partial(between_steps, model, optimizer, tokens, targets)
+            forget_kernels()
             for attention, result in time_point(step, model, spec, device, held).items():
-                row = {**point, "attention": attention, **result, **env}
+                row = {
+                    **point,
+                    "attention": attention,
+                    "attention_kernel": attention_kernel(attention),
+                    **result,
+                    **env,
+                }
                 if row["status"] == "ok":
                     row.update(
                         _rates(
@@ -120,11 +132,10 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
                         )
                     )
                 rows.append(row)
-                print(
+                log.info(
                     f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} "
                     f"{row.get('median_ms', float('nan')):10.3f} ms"
-                    f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}",
-                    flush=True,
+                    f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}"
                 )
             del step
             model.zero_grad(set_to_none=True)

@@ -3,7 +3,8 @@
 A GPU run's cost is mostly not its timed steps: process start and imports, building the model,
 compiling and autotuning (in the warm-up steps), capturing CUDA graphs, holding the GPU at its
 power state. Code marks its phases with ``with phase("build"): ...``; nested phases count apart from
-the phase around them. ``write_rows`` (lmperf.measure.rows) marks the "write" phase and then writes
+the phase around them. Entering a phase other than the one entered last is logged ("phase timed"),
+so a job's log says which phase it is in. ``write_rows`` (lmperf.measure.rows) marks the "write" phase and then writes
 the split so far beside the job's benchmark file (``benchmarks/`` mirrors ``results/``:
 results/x/y.csv -> benchmarks/x/y.cost.csv): one row per phase, in seconds,
 with ``start`` (from the job's start to the first phase: process start, imports, set-up) and
@@ -20,6 +21,7 @@ job that fails after its write (a time limit in its last second) leaves nothing 
 Snakemake removes its outputs; and the split is a cost, as the benchmark file is.
 """
 
+import logging
 import os
 import socket
 import time
@@ -30,9 +32,12 @@ import pandas as pd
 
 PHASES = ("start", "build", "warmup", "capture", "settle", "timed", "profile", "write", "other")
 
+log = logging.getLogger(__name__)
+
 _seconds: dict[str, float] = {}
 _stack: list[list] = []  # [name, begin, seconds spent in nested phases]
 _first_begin: list[float] = []
+_entered: list[str] = [""]  # the phase entered last: the log says each change of phase once
 
 
 @contextmanager
@@ -40,6 +45,9 @@ def phase(name: str):
     """Count the wall time of the block as phase ``name`` (one of PHASES), less its nested phases."""
     if name not in PHASES:
         raise ValueError(f"unknown phase {name!r}; known: {', '.join(PHASES)}")
+    if name != _entered[0]:
+        log.info(f"phase {name}")
+        _entered[0] = name
     begin = time.time()
     if not _first_begin:
         _first_begin.append(begin)
@@ -114,3 +122,4 @@ def reset() -> None:
     _seconds.clear()
     _stack.clear()
     _first_begin.clear()
+    _entered[0] = ""

@@ -108,11 +108,11 @@ OPTIMIZERS = grid.OPTIMIZERS
 
 def make_optimizer(name: str, params: Iterable, **kwargs) -> torch.optim.Optimizer:
     """'lmperf' is the AdamW above; 'lmperf_fused' the same in one Triton pass per parameter
-    (lmperf.model.fused_adamw); 'torch_fused' is torch.optim.AdamW(fused=True)."""
+    (lmperf.kernels.fused_adamw); 'torch_fused' is torch.optim.AdamW(fused=True)."""
     if name == "lmperf":
         return AdamW(params, **kwargs)
     if name == "lmperf_fused":
-        from lmperf.model.fused_adamw import FusedAdamW  # imports triton: only when used
+        from lmperf.kernels.fused_adamw import FusedAdamW  # imports triton: only when used
 
         return FusedAdamW(params, **kwargs)
     if name == "torch_fused":  # capturable on a GPU: the step count on the device, so a CUDA graph can replay it

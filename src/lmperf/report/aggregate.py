@@ -1,10 +1,14 @@
 """Concatenate per-target CSVs into one tidy table per study."""
 
 import argparse
+import logging
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.measure.rows import write_csv_atomic
+
+log = logging.getLogger(__name__)
 
 
 def aggregate(paths: list[str]) -> pd.DataFrame:
@@ -19,8 +23,9 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     frame = aggregate(args.csvs)
     write_csv_atomic(frame, args.out)
-    print(f"{len(frame)} rows from {len(args.csvs)} files -> {args.out}")
+    log.info(f"{len(frame)} rows from {len(args.csvs)} files -> {args.out}")
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

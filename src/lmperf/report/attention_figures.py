@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from lmperf.log import to_stderr
 from lmperf.report.markdown import ok
 from lmperf.report.style import context_colors, figure, figure_cli, save
 
@@ -48,4 +49,5 @@ def legend_handles(colors: dict, compiles: list[str]) -> list[Line2D]:
 
 
 if __name__ == "__main__":
+    to_stderr()
     figure_cli(sweep_figure, "attention", __doc__)

@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.report.markdown import ok
 from lmperf.report.style import figure, figure_cli, save
 
@@ -26,4 +27,5 @@ def busbw_vs_size(allreduce: pd.DataFrame, path) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     figure_cli(busbw_vs_size, "allreduce", __doc__)

@@ -21,13 +21,17 @@ on which GPUs.
 """
 
 import argparse
+import logging
 from pathlib import Path
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.measure.phases import PHASES
 from lmperf.measure.rows import write_csv_atomic
 from lmperf.report.markdown import num, table
+
+log = logging.getLogger(__name__)
 
 
 def result_of(benchmark: str) -> Path:
@@ -194,8 +198,9 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     jobs = collect(args.benchmarks, [int(g) for g in args.gpus.split(",")])
     write_csv_atomic(jobs, args.out)
-    print(f"{len(jobs)} jobs, {jobs['wall_s'].sum():.0f} s of wall time -> {args.out}")
+    log.info(f"{len(jobs)} jobs, {jobs['wall_s'].sum():.0f} s of wall time -> {args.out}")
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

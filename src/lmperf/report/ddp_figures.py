@@ -4,6 +4,7 @@ panel's title names the profiler and the traced step's time beside the untraced 
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.report.markdown import ok
 from lmperf.report.style import figure, figure_cli, not_drawn, save
 
@@ -45,4 +46,5 @@ def timeline(rows: pd.DataFrame, path) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     figure_cli(timeline, "timeline", __doc__)

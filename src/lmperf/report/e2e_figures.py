@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from lmperf import grid
+from lmperf.log import to_stderr
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, backward_ratio, handout_model, speedup, step_times
 from lmperf.report.markdown import ok
 from lmperf.report.style import MODE_LABELS, PRECISION_STYLE, context_colors, figure, not_drawn, save, size_axis
@@ -158,4 +159,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -7,6 +7,7 @@ computed sentence uses graphed times and is stated per regime (precision x compi
 import pandas as pd
 
 from lmperf.measure.settings import setting
+from lmperf.report.attention_kernels import kernels_sentence
 from lmperf.report.e2e_analysis import (
     GPU_MS,
     attention_ratios,
@@ -348,6 +349,9 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
         "paired bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".",
         "",
     ]
+    flash = ok(e2e[(e2e["attention"] == "flash_triton") & (e2e["mode"] == "train_step")])
+    flash = sort_by_size(flash, ["size", "precision"])
+    out += paragraphs(kernels_sentence(flash, "flash_triton", lambda r: f"{r['size']} {r['precision']}"))
     ratios = sort_by_size(ratios, ["size", "context_length", "precision", "compile"])
     frame = pd.DataFrame(
         {

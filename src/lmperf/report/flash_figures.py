@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.report.markdown import ok
 from lmperf.report.style import figure, figure_cli, not_drawn, save
 
@@ -36,4 +37,5 @@ def tflops_vs_seq(sweep: pd.DataFrame, path) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     figure_cli(tflops_vs_seq, "sweep", __doc__)

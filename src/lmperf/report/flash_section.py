@@ -5,6 +5,7 @@ import pandas as pd
 from lmperf.measure.attention_flops import ATTENTION_PASS_FLOPS
 from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
+from lmperf.report.attention_kernels import kernels_sentence
 from lmperf.report.markdown import num, ok, share, table, text
 
 PASS_LABELS = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward"}
@@ -94,6 +95,9 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         for p in ("forward_backward", "forward")
         for other in ("sdpa_flash", "sdpa_cudnn", "fa4")
     ]
+    sentences.append(
+        kernels_sentence(rows[rows["implementation"] == "ours_triton"], "Ours", lambda r: PASS_LABELS[r["pass"]])
+    )
     skipped = frame[frame["status"] == "skipped"].drop_duplicates("implementation")
     not_run = [f"{row.implementation} did not run: {text(row.note)}." for row in skipped.itertuples()]
     rounds = (
@@ -240,7 +244,10 @@ def sweep(frame: pd.DataFrame) -> list[str]:
                 "",
             ]
         out += longest_sequence_sentence(all_passes)
-        out += _memory_sentence(group[group["implementation"] == "ours_triton"].sort_values("seq"))
+        ours = group[group["implementation"] == "ours_triton"].sort_values("seq")
+        ran = kernels_sentence(ours, "ours_triton", lambda r: f"seq {int(r['seq'])}")
+        out += [ran, ""] if ran else []
+        out += _memory_sentence(ours)
     not_run = frame[frame["status"] != "ok"]
     if len(not_run):
         out += [

@@ -5,6 +5,7 @@ python -m lmperf.report.ladder_figures --ladder results/ladder.csv --out report/
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.report.style import figure, figure_cli, save, sort_by_size
 
 SAVING, LOSS = "tab:green", "tab:red"
@@ -47,4 +48,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

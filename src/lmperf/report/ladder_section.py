@@ -9,6 +9,7 @@ import pandas as pd
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM
 from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
+from lmperf.report.attention_kernels import kernels_sentence
 from lmperf.report.markdown import drop_empty, num, pct, plural, ratio, share, table, text
 from lmperf.report.style import sort_by_size
 
@@ -106,7 +107,9 @@ def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) ->
     """Computed statements about one (size, context) point; ``kernels`` are its rungs' kernel times."""
     ran = point[point["status"] == "ok"].set_index("rung", drop=False)
     ladder = ran[ran["on_ladder"].astype(bool)]
-    out = []
+    ours = ran[ran["attention"] == "flash_triton"] if "attention" in ran else ran.iloc[:0]
+    flash = kernels_sentence(ours, "Our FlashAttention", lambda r: f"`{r['rung']}`")
+    out = [f"- {flash}"] if flash else []
     if len(ladder) >= 2:
         gains = [
             (speedup(a, b), a["rung"], b["rung"])

@@ -10,6 +10,7 @@ import argparse
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.report.style import figure, save
 
 STAGE_COLORS = {"build": "#f2f2f2", "forward": "#e0ecf8", "backward": "#fdebd3", "optimizer step": "#e5f5e0"}
@@ -48,4 +49,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmperf.log import to_stderr
 from lmperf.measure.rows import atomic_path
 from lmperf.registry import STUDIES, sections
 from lmperf.report import comm_section, cost, ddp_section, e2e_section, memory_section, profile_section, summary
@@ -150,4 +151,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -16,13 +16,17 @@ bandwidth x 2(n-1)/n, the data each link carries in a ring all-reduce.
 """
 
 import argparse
+import logging
 import os
 
 import torch
 import torch.distributed as dist
 
 from lmperf.distributed.ranks import slowest_rank
+from lmperf.log import to_stderr
 from lmperf.measure import PhaseClock, fingerprint, summarize_ms, synchronize, write_rows
+
+log = logging.getLogger(__name__)
 
 
 def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
@@ -120,14 +124,14 @@ def main(argv=None) -> None:
         if rows is not None:
             write_rows(rows, args.out)
             for r in rows:
-                print(
+                log.info(
                     f"{r['backend']} n={r['world_size']} {r['bytes']:>12} B median {r['median_ms']:9.4f} ms "
-                    f"busbw {r['busbw_gbps']:7.2f} GB/s",
-                    flush=True,
+                    f"busbw {r['busbw_gbps']:7.2f} GB/s"
                 )
     finally:
         dist.destroy_process_group()
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -11,14 +11,18 @@ Out-of-memory is a row; so are the bytes autograd saves, observed through saved_
 
 import argparse
 import gc
+import logging
 
 import torch
 
 from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
+from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, resolve_device, summarize_ms, time_once, write_rows
 from lmperf.measure.phases import phase
 from lmperf.studies import int_list
+
+log = logging.getLogger(__name__)
 
 
 def _timed(fn, steps: int, device, setup=lambda: None) -> list[float]:
@@ -96,11 +100,10 @@ def sweep(d: int, seq_lengths, compiled: bool, batch: int, steps: int, warmup: i
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        print(
+        log.info(
             f"d {d:>4} seq {seq:>6} {row['compile']:>8} {row['status']:>4} "
             f"fwd {row.get('forward_mean_ms', float('nan')):9.3f} ms bwd "
-            f"{row.get('backward_mean_ms', float('nan')):9.3f} ms",
-            flush=True,
+            f"{row.get('backward_mean_ms', float('nan')):9.3f} ms"
         )
         rows.append({**row, **env})
     return rows
@@ -124,4 +127,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -27,6 +27,7 @@ same step's untraced median, so the figure can say what tracing costs.
 """
 
 import argparse
+import logging
 import os
 from contextlib import contextmanager, nullcontext
 
@@ -36,6 +37,7 @@ import torch.distributed as dist
 from lmperf import grid
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
 from lmperf.distributed.ranks import all_agree, slowest_rank
+from lmperf.log import to_stderr
 from lmperf.measure import (
     Budget,
     PhaseClock,
@@ -52,6 +54,8 @@ from lmperf.measure import (
 from lmperf.measure.stats import join_ms
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import build_model, make_step
+
+log = logging.getLogger(__name__)
 
 VARIANTS = grid.DDP_VARIANTS
 ANCHOR = "torch_ddp"
@@ -196,12 +200,11 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
         except torch.OutOfMemoryError as error:
             row = {**base, "variant": variant, "status": "oom", "note": str(error).splitlines()[0]}
         if dist.get_rank() == 0:
-            print(
+            log.info(
                 f"{variant:>14} {row['status']} step {row.get('median_ms', float('nan')):9.2f} ms "
                 f"(n={row.get('n_steps', 0)}) vs {ANCHOR} {row.get('vs_anchor', float('nan')):.3f} "
                 f"[{row.get('vs_anchor_ci95_low', float('nan')):.3f}, "
-                f"{row.get('vs_anchor_ci95_high', float('nan')):.3f}]",
-                flush=True,
+                f"{row.get('vs_anchor_ci95_high', float('nan')):.3f}]"
             )
         rows.append({**row, **env})
         other = steps = timings = None
@@ -420,4 +423,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

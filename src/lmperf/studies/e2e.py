@@ -11,6 +11,7 @@ compiled) once, and the attention variants are timed interleaved on that one mod
 import argparse
 
 from lmperf.attention import ATTENTION
+from lmperf.log import to_stderr
 from lmperf.measure import Budget, resolve_device, write_rows
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.model import OPTIMIZERS, SIZES
@@ -82,4 +83,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

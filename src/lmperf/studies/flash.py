@@ -18,9 +18,14 @@ There the three take turns in ``rounds`` interleaved rounds that share the warm-
 time: each row has the median of its round medians with a bootstrap CI, and the rounds
 (``round_ms``), so that the report can pair two implementations round by round.
 FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
+
+Our rows name the kernels that ran (``attention_kernel``): on an sm_90 GPU FlashAttentionTriton
+hands a pass to the Gluon kernels where they take its shape ('gluon', or per pass as in 'gluon
+forward, triton backward'), elsewhere it runs the Triton kernels ('triton').
 """
 
 import argparse
+import logging
 
 import torch
 import torch._functorch.config
@@ -28,13 +33,16 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf import grid
-from lmperf.attention import FlashAttentionPyTorch, naive_attention
+from lmperf.attention import FlashAttentionPyTorch, attention_kernel, forget_kernels, naive_attention
+from lmperf.log import to_stderr
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import HOST_BOUND
 from lmperf.studies import int_list
+
+log = logging.getLogger(__name__)
 
 DTYPES = dict(zip(grid.FLASH_DTYPES, (torch.bfloat16, torch.float32)))
 
@@ -87,7 +95,7 @@ def implementations(compile_ours: bool = False) -> dict:
     calls them directly: across its ten shapes the compiled wrapper held our batch-1 forward near
     1 ms from seq 1024 on (H100), host time the timing would have charged to the kernels.
     """
-    from lmperf.attention.flash_triton import FlashAttentionTriton  # imports triton: only on a GPU
+    from lmperf.kernels.flash_attention import FlashAttentionTriton  # imports triton: only on a GPU
 
     # The backward pass is timed by re-running backward on one graph (retain_graph=True), which a
     # compiled graph refuses when it donates its saved buffers to the backward.
@@ -269,10 +277,13 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
     diffs = {name: relative_difference(impls[name], every["sdpa_flash"], q, k, v, True) for name in impls}
     timed = {}
     for pass_ in ("forward", "forward_backward"):
+        forget_kernels()
         try:
             timed[pass_] = leaderboard_pass(impls, q, k, v, pass_, warmup_ms, rep_ms, rounds)
         except torch.OutOfMemoryError as error:
             timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
+        if "ours_triton" in impls:
+            timed[pass_]["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
     for pass_ in timed:
         timed[pass_].update({name: {"status": "skipped", "note": reasons[name]} for name in names if name not in impls})
     rows = []
@@ -295,10 +306,9 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
                 "note": "",
                 **timed[pass_][name],
             }
-            print(
+            log.info(
                 f"{name:>12} {pass_:>16} {row.get('median_ms', float('nan')):8.3f} ms launched "
-                f"{row.get('graphed_median_ms', float('nan')):8.3f} ms graphed  diff {diff:.2e}",
-                flush=True,
+                f"{row.get('graphed_median_ms', float('nan')):8.3f} ms graphed  diff {diff:.2e}"
             )
             rows.append({**row, **env})
     return rows
@@ -344,8 +354,11 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                 if row["status"] == "skipped":
                     rows.append({**row, **env})
                     continue
+                forget_kernels()
                 try:
                     row.update(timed_columns(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms))
+                    if name == "ours_triton":
+                        row["attention_kernel"] = attention_kernel("flash_triton")
                 except torch.OutOfMemoryError as error:
                     row.update(status="oom", note=str(error).split(" GPU ")[0])
                 except RuntimeError as error:
@@ -354,11 +367,10 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                     row.update(status="skipped", note=str(error).splitlines()[0])
                 q.grad = k.grad = v.grad = None
                 torch.cuda.empty_cache()
-                print(
+                log.info(
                     f"seq {seq:>6} {name:>15} {pass_:>16} {row['status']:>7} "
                     f"{row.get('median_ms', float('nan')):10.3f} ms launched "
-                    f"{row.get('graphed_median_ms', float('nan')):10.3f} ms graphed",
-                    flush=True,
+                    f"{row.get('graphed_median_ms', float('nan')):10.3f} ms graphed"
                 )
                 rows.append({**row, **env})
     return rows
@@ -397,4 +409,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -14,15 +14,16 @@ same modules. The AdamWs share one set of state tensors (t, m, v): copies would 
 2.7B model on 80 GB. The in-backward rung runs its AdamW from hooks on the model's parameters
 (``lmperf.model.optim_in_backward``), armed during its own steps only. The bf16-weights rung
 swaps bf16 copies of the Linear weights into the model; its AdamW holds the fp32 weights as its
-masters. The fused-norms rung runs the same modules through ``lmperf.model.fused_rmsnorm``'s
+masters. The fused-norms rung runs the same modules through ``lmperf.kernels.fused_rmsnorm``'s
 ``FusedNormsLM``, whose blocks are compiled as the model's are; the fused-loss rung also takes its
-loss from ``lmperf.model.fused_cross_entropy`` instead of the eager torch ops.
+loss from ``lmperf.kernels.fused_cross_entropy`` instead of the eager torch ops.
 
-Per rung: step median (CI), tokens/s, MFU of the step and of forward+backward against the bf16
-dense peak (one peak for every rung, so MFU ranks rungs as their speed does), the split into
-forward, backward and optimizer (CUDA events), the optimizer's GB/s against its 28 B/param bound at
-the HBM bandwidth measured in this process, peak memory, and the SM clock and power during its
-replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
+Per rung: the attention kernels that ran (``attention_kernel``: our FlashAttention's are Triton's,
+or Gluon's on Hopper where they take the shape), step median (CI), tokens/s, MFU of the step and of
+forward+backward against the bf16 dense peak (one peak for every rung, so MFU ranks rungs as their
+speed does), the split into forward, backward and optimizer (CUDA events), the optimizer's GB/s
+against its 28 B/param bound at the HBM bandwidth measured in this process, peak memory, and the SM
+clock and power during its replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
 compute the same thing: from the same initial weights and batch, each rung trains N steps at
 learning rate ``check_lr``, then one fp32 eager forward gives its loss (``initial_loss`` beside it shows
 that training moved it). Every AdamW is built with that rate: a graph bakes it in, and it does not
@@ -37,6 +38,7 @@ each, so that each fits a 10-minute slice: at 2.7B, context 512, the two togethe
 """
 
 import argparse
+import logging
 import statistics
 from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
@@ -44,6 +46,10 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 
+from lmperf.attention import attention_kernel, forget_kernels
+from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
+from lmperf.kernels.fused_rmsnorm import FusedNormsLM
+from lmperf.log import to_stderr
 from lmperf.measure import Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure, resolve_device
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
@@ -55,11 +61,11 @@ from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
 from lmperf.measure.timing import HOST_BOUND, Timings
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
-from lmperf.model.fused_cross_entropy import fused_cross_entropy
-from lmperf.model.fused_rmsnorm import FusedNormsLM
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,8 @@ class Rung:
     graphed: bool = False  # the whole step replayed as a CUDA graph
     weights: str = "fp32"  # the Linear weights the model multiplies by: fp32 (cast by autocast) or bf16
     in_backward: bool = False  # each parameter's update runs as its gradient lands, beside the backward
-    norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.model.fused_rmsnorm, stream in the norms)
-    loss: str = "eager"  # eager (lmperf.model.loss, torch ops) | fused (lmperf.model.fused_cross_entropy)
+    norms: str = "inductor"  # inductor (as compiled) | fused (lmperf.kernels.fused_rmsnorm, stream in the norms)
+    loss: str = "eager"  # eager (lmperf.model.loss, torch ops) | fused (lmperf.kernels.fused_cross_entropy)
     on_ladder: bool = True  # False: measured beside the ladder
 
     @property
@@ -89,7 +95,7 @@ RUNGS = (
     Rung("baseline", "the handout: fp32, eager, naive attention, lmperf AdamW", "fp32", "eager", "naive", "lmperf"),
     Rung("bf16", "+ bf16 autocast", compile="eager", attention="naive", optimizer="lmperf"),
     Rung("compile", "+ torch.compile per block", attention="naive", optimizer="lmperf"),
-    Rung("flash", "+ our FlashAttention (Triton)", optimizer="lmperf"),
+    Rung("flash", "+ our FlashAttention", optimizer="lmperf"),  # its rows' attention_kernel: Triton or Gluon
     Rung("fused_adamw", "+ our fused AdamW (Triton)"),
     Rung("cuda_graph", "+ the whole step as a CUDA graph", graphed=True),
     Rung("bf16_weights", "+ bf16 weights, fp32 masters in the fused AdamW: no casts", graphed=True, weights="bf16"),
@@ -322,14 +328,14 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
         for p in params:
             p.grad = torch.ones_like(p)
     except torch.OutOfMemoryError as error:
-        print(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}", flush=True)
+        log.warning(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}")
         drop_grads()
         return times
     for key, optimizer in ladder.optimizers.items():
         try:
             replay = capture_graph(optimizer.step, device)
         except GraphUnavailable as reason:
-            print(f"optimizer {key}: {reason}", flush=True)
+            log.info(f"optimizer {key}: {reason}")
             continue
         times[key] = triton.testing.do_bench(replay, warmup=25, rep=200)
         del replay
@@ -389,7 +395,7 @@ def time_ladder(
         return rows, None
     params = count_parameters(ladder.model)
     resident = torch.cuda.memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
-    print(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state", flush=True)
+    log.info(f"built {size} ({params:,} parameters) on {device}: {resident:.1f} GiB with AdamW state")
 
     if device.type == "cuda":
         for key, ms in optimizer_graphed_ms(ladder, device).items():
@@ -495,6 +501,7 @@ class LadderRun:
         launched, replayed, phases = {}, {}, {}
         for turn in range(ROUNDS):
             for r in live:
+                forget_kernels()
                 if self.ok(r) and not r.graphed:
                     ladder.start(r.name)
                     step = ladder.step(r, timed_phases=True)
@@ -503,7 +510,7 @@ class LadderRun:
                         rows[r.name].update(
                             status="oom", note=f"turn {turn + 1}: {str(block.timings.error).splitlines()[0]}"
                         )
-                        print(f"{r.name:>18} oom", flush=True)
+                        log.warning(f"{r.name:>18} oom")
                     else:
                         launched.setdefault(r.name, []).append(block)
                         clock, n = ladder.clocks[r.name], len(block.timings.host_s)
@@ -511,7 +518,8 @@ class LadderRun:
                             phases.setdefault(r.name, {}).setdefault(phase, []).extend(clock.seconds(phase, last=n))
                         if turn == 0:
                             rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
-                        print(f"{r.name:>18} launched {block.median_ms:9.2f} ms", flush=True)
+                        rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
+                        log.info(f"{r.name:>18} launched {block.median_ms:9.2f} ms")
                     del step
                     self.release()
                 if not self.ok(r) or (device.type != "cuda" and not r.graphed):
@@ -523,7 +531,8 @@ class LadderRun:
                     rows[r.name].update(note=f"graph replay: {str(block.timings.error).splitlines()[0]}")
                 else:
                     replayed.setdefault(r.name, []).append(block)
-                    print(f"{r.name:>18} replayed {block.median_ms:9.2f} ms", flush=True)
+                    rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
+                    log.info(f"{r.name:>18} replayed {block.median_ms:9.2f} ms")
                 del replay
                 self.release()
         return launched, replayed, phases
@@ -559,7 +568,7 @@ class LadderRun:
             if r.graphed:  # the rung is its replay: launched and graphed are one measurement
                 row.update(launched_columns(timings, budget))
             row.update(graphed_columns(timings, row["median_ms"], budget))
-            print(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms", flush=True)
+            log.info(f"{r.name:>18} graphed  {row['graphed_median_ms']:9.2f} ms")
 
     def check(self, rung: Rung, step) -> None:
         """Train ``check_steps`` steps of ``step`` from the initial weights; record the loss after."""
@@ -589,7 +598,7 @@ class LadderRun:
             self.rows[r.name].update(
                 note=str(reason), **({"status": "oom" if "memory" in str(reason) else "skipped"} if r.graphed else {})
             )
-            print(f"{r.name:>18} {reason}", flush=True)
+            log.info(f"{r.name:>18} {reason}")
             self.ladder.drop_bf16()
             return None
 
@@ -804,4 +813,5 @@ def check_timed(
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

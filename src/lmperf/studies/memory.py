@@ -22,6 +22,7 @@ figure is drawn from the CSVs by lmperf.report.memory_figures.
 """
 
 import argparse
+import logging
 import pickle
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,7 @@ import pandas as pd
 import torch
 
 from lmperf import grid
+from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, resolve_device, synchronize, write_rows
 from lmperf.measure.rows import atomic_path, write_csv_atomic
 from lmperf.memory_trace import (
@@ -48,6 +50,8 @@ from lmperf.memory_trace import (
 )
 from lmperf.model import count_parameters, make_optimizer, model_config
 from lmperf.training import build_model, make_step, random_batch
+
+log = logging.getLogger(__name__)
 
 MODES = grid.PROFILED_MODES
 BATCH = 4
@@ -250,12 +254,12 @@ def main(argv=None) -> None:
             pickle.dump(snapshot, f)
     write_rows(rows, out)
     for r in rows:
-        print(
+        log.info(
             f"{args.size} {args.precision} {args.mode} ctx {args.context_length} {r.get('state', '')}: {status}, "
-            f"trace peak {r.get('trace_peak_mib', float('nan')):.1f} MiB",
-            flush=True,
+            f"trace peak {r.get('trace_peak_mib', float('nan')):.1f} MiB"
         )
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 from lmperf import grid
+from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, write_rows
 
 # (accumulator dtype, summand dtype, cast summand to the accumulator's dtype before adding)
@@ -172,4 +173,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

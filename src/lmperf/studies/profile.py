@@ -22,6 +22,7 @@ view of the forward pass).
 
 import argparse
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -31,11 +32,14 @@ import pandas as pd
 import torch
 
 from lmperf import grid, ranges
+from lmperf.log import to_stderr
 from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, resolve_device, summarize_ms, write_rows
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
 from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
 from lmperf.training import build_model, make_step, random_batch
+
+log = logging.getLogger(__name__)
 
 MODES = grid.PROFILED_MODES
 PROFILERS = ("auto", "nsys", "torch")
@@ -230,13 +234,13 @@ def main(argv=None) -> None:
     timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
     write_rows([{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")], out)
     write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv", cost=False)
-    print(
+    log.info(
         f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
         f"profiled {timing['profiled_step_ms']:.2f} ms, forward per profiler {timing['profiler_forward_ms']:.2f} ms, "
-        f"{len(kernels)} kernel rows",
-        flush=True,
+        f"{len(kernels)} kernel rows"
     )
 
 
 if __name__ == "__main__":
+    to_stderr()
     main()

@@ -16,7 +16,7 @@ cuDNN's forward.
 Where that grid leaves SMs idle (batch 1 and a few thousand keys), several programs share a query
 tile's key tiles (``key_splits``) and ``_combine`` merges their results by logsumexp (variant 12).
 
-Same outputs as the portable kernel (``flash_triton``): O, and L the natural-log logsumexp, so its
+Same outputs as the portable kernel (``flash_attention``): O, and L the natural-log logsumexp, so its
 backward takes over unchanged. Used where ``unsupported()`` has no objection: an sm_90 GPU, bf16 or
 fp16, d of 64 or 128, as many keys as queries, a multiple of 128, and rows that a 2-D TMA
 descriptor can address (the model's (batch, seq, heads, d) projections can).
@@ -33,7 +33,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from lmperf.attention.launch import Launcher
+from lmperf.kernels.triton_launcher import Launcher
 
 LOG2E = 1.4426950408889634
 BLOCK_M, NUM_WARPS = 64, 4  # 64 query rows: one warpgroup
@@ -451,7 +451,7 @@ def _as_rows(x: torch.Tensor, block: int):
 def tma_aligned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The tensors, each cloned into fresh storage where its base is not 16-byte aligned, as TMA needs
     (contiguous() would return a view that starts mid-row as it is). Checked at run time (in
-    flash_triton, by the plans' key), not in unsupported(): torch.compile breaks its graph on
+    flash_attention, by the plans' key), not in unsupported(): torch.compile breaks its graph on
     storage_offset and data_ptr."""
     return tuple(x if x.data_ptr() % 16 == 0 else x.clone() for x in tensors)
 
@@ -465,9 +465,12 @@ def _addressable(x: torch.Tensor) -> bool:
     return sh % row_len == 0 or (heads - 1) * sh + d <= row_len
 
 
-def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> str:
-    """Why the Gluon forward cannot take these (batch, heads, n, d) inputs ('' if it can)."""
-    if Q.device.type != "cuda" or torch.cuda.get_device_capability(Q.device) != (9, 0):
+def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, capability: tuple[int, int] | None = None) -> str:
+    """Why the Gluon forward cannot take these (batch, heads, n, d) inputs ('' if it can) on a GPU of
+    this compute capability (by default Q's GPU's; a CPU has none)."""
+    if capability is None and Q.device.type == "cuda":
+        capability = torch.cuda.get_device_capability(Q.device)
+    if capability != (9, 0):
         return "needs an sm_90 (Hopper) GPU"
     if Q.dtype not in GL_DTYPES:
         return f"dtype {Q.dtype}: bf16 or fp16 only"

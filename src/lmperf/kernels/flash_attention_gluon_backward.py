@@ -11,7 +11,7 @@ by their K tiles, and has the sum added to an fp32 dQ in global memory by a TMA 
 share each summed in shared memory (variant 20), keep fp32 partial tiles out of shared memory: 32 KB
 of shared-memory traffic a step instead of 64 (notes/flash-hopper.md, variant 21).
 
-Why: the portable backward (``flash_triton``) is deterministic at the cost of seven products, two
+Why: the portable backward (``flash_attention``) is deterministic at the cost of seven products, two
 of them recomputed in a separate dQ kernel. FlashAttention-3 and cuDNN do five, adding dQ with
 atomics. Element atomics (``gl.atomic_add``) made this kernel slower than the two deterministic
 ones together (notes/flash-hopper.md, variant 19); the bulk reduction is what FlashAttention-3 uses
@@ -39,8 +39,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from lmperf.attention import flash_gluon
-from lmperf.attention.flash_gluon import (
+from lmperf.kernels import flash_attention_gluon
+from lmperf.kernels.flash_attention_gluon import (
     LOG2E,
     WS_CONSUMER_REGS,
     WS_LAUNCH_REGS,
@@ -53,7 +53,7 @@ from lmperf.attention.flash_gluon import (
     mma_layout,
     tma_aligned,
 )
-from lmperf.attention.launch import Launcher
+from lmperf.kernels.triton_launcher import Launcher
 
 ROWS = 64  # keys of each consumer warpgroup, and queries of each streamed tile
 STAGES = gl.constexpr(2)  # ring slots of the streamed pair
@@ -249,18 +249,21 @@ def _bwd_kernel(
     )
 
 
-def unsupported(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor) -> str:
-    """Why this backward does not take these (batch, heads, n, d) inputs ('' if it does): the Gluon
-    forward's conditions, d = 64, a size where it pays (``pays``), a dO one descriptor addresses,
-    and no demand for deterministic algorithms."""
-    why = flash_gluon.unsupported(Q, K, V)
+def unsupported(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor, capability: tuple[int, int] | None = None
+) -> str:
+    """Why this backward does not take these (batch, heads, n, d) inputs ('' if it does) on a GPU of
+    this compute capability (by default Q's GPU's): the Gluon forward's conditions, d = 64, a size
+    where it pays (``pays``), a dO one descriptor addresses, and no demand for deterministic
+    algorithms."""
+    why = flash_attention_gluon.unsupported(Q, K, V, capability)
     batch, heads, n, d = Q.shape
     programs = n // (2 * ROWS) * batch * heads
     if not why and d != 64:
         why = f"head size {d}: 64 only"
     if not why and not pays(n, programs):
         why = f"{n} keys in {programs} programs: the portable kernels are faster there"
-    if not why and not flash_gluon._addressable(dO):
+    if not why and not flash_attention_gluon._addressable(dO):
         why = "a dO layout that one 2-D TMA descriptor cannot address"
     if not why and torch.are_deterministic_algorithms_enabled():
         why = "deterministic algorithms demanded: dQ's fp32 additions come in no fixed order"
@@ -296,7 +299,7 @@ class Backward:
     once. A call allocates Delta and the fp32 dQ, and launches three kernels: Delta (which also
     zeroes that dQ), the five products, and dQ's conversion to dQ's dtype and strides.
 
-    As with ``flash_gluon.Forward``, a call reads only the storage of its tensors: (batch, n, d)
+    As with ``flash_attention_gluon.Forward``, a call reads only the storage of its tensors: (batch, n, d)
     tensors unsqueezed into one head, and O's merged tensor, can be passed as they are.
     """
 

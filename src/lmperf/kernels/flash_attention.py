@@ -1,7 +1,7 @@
 """FlashAttention-2 in Triton: forward, and a backward without atomics (a dQ pass over query tiles,
 which also stores each row's Delta = rowsum(O * dO), then a dK/dV pass over key tiles).
 
-Shapes and saved tensors as in flash_pytorch: Q (batch, n_queries, d); K, V (batch, n_keys, d);
+Shapes and saved tensors as in flash_attention_pytorch: Q (batch, n_queries, d); K, V (batch, n_keys, d);
 saved exactly L (float32 logsumexp, (batch, n_queries)), Q, K, V, O. A heads axis after batch is
 taken too, at any strides (FlashAttentionTriton says why). Any sequence length (edge
 tiles are masked), any head size up to 128, fp32 and bf16. A head is held as one or two
@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from lmperf.attention import flash_gluon, flash_gluon_backward
-from lmperf.attention.flash_pytorch import check_inputs
-from lmperf.attention.launch import Launcher
+from lmperf.kernels import flash_attention_gluon, flash_attention_gluon_backward
+from lmperf.kernels.flash_attention_pytorch import check_inputs
+from lmperf.kernels.triton_launcher import Launcher
 
 LOG2E = 1.4426950408889634
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -539,6 +539,43 @@ def check(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, is_causal: bool) ->
         raise ValueError(f"dtype {Q.dtype} is not supported: bf16 or fp32")
 
 
+def capability_of(x: torch.Tensor) -> tuple[int, int] | None:
+    """The compute capability of the GPU that x is on; None on a CPU and under Triton's interpreter,
+    where only the portable kernels run."""
+    return None if INTERPRET or x.device.type != "cuda" else torch.cuda.get_device_capability(x.device)
+
+
+def forward_kernel(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, capability: tuple[int, int] | None) -> str:
+    """The kernel the forward runs for these inputs on a GPU of this compute capability (None: no GPU,
+    or the interpreter): 'gluon' where ``flash_attention_gluon.unsupported`` allows, else 'triton'."""
+    if capability is None or flash_attention_gluon.unsupported(*_with_heads(Q, K, V), capability):
+        return "triton"
+    return "gluon"
+
+
+def backward_kernel(Q, K, V, dO, capability: tuple[int, int] | None) -> str:
+    """The kernel the backward runs for these inputs (dO as the kernels read it) on a GPU of this
+    compute capability: 'gluon' where ``flash_attention_gluon_backward.unsupported`` allows (which
+    also reads torch's deterministic-algorithms flag), else 'triton'."""
+    if capability is None or flash_attention_gluon_backward.unsupported(*_with_heads(Q, K, V, dO), capability):
+        return "triton"
+    return "gluon"
+
+
+# The kernel each pass ran at its last call, 'gluon' or 'triton', for the rows that name it: a study
+# clears it before a measurement and reads ``ran()`` after (through lmperf.attention).
+RAN: dict[str, str] = {}
+
+
+def ran() -> str:
+    """The kernels the passes ran since RAN was cleared, as a row names them: 'triton' or 'gluon' where
+    every pass that ran used it, else per pass ('gluon forward, triton backward'); '' if none ran."""
+    passes = [p for p in ("forward", "backward") if p in RAN]
+    if len({RAN[p] for p in passes}) <= 1:
+        return RAN[passes[0]] if passes else ""
+    return ", ".join(f"{RAN[p]} {p}" for p in passes)
+
+
 # Plans, one per signature of a pass's inputs (_signature, and the flags): what the first call with
 # that signature decided (copies, kernels, tiles, launch arguments), so that later calls only allocate
 # the outputs and launch. A plan holds no tensors. Plans read the rules they decide by when they are
@@ -557,18 +594,19 @@ def _planned(kind, key: tuple, *example):
 
 class _Forward:
     """The forward for one signature of (Q, K, V, is_causal): Hopper's Gluon kernel where
-    ``flash_gluon.unsupported`` allows, the portable kernel elsewhere."""
+    ``flash_attention_gluon.unsupported`` allows, the portable kernel elsewhere."""
 
     def __init__(self, Q, K, V, is_causal: bool):
         check(Q, K, V, is_causal)
-        gluon = not INTERPRET and not flash_gluon.unsupported(*_with_heads(Q, K, V))
+        self.kernel = forward_kernel(Q, K, V, capability_of(Q))
+        gluon = self.kernel == "gluon"
         self.copies = _copies((Q, K, V), aligned=gluon)
         if self.copies:
             Q, K, V = _copied((Q, K, V), self.copies)
         out, L = _outputs(Q)
         O = _heads_view(out, Q)
         if gluon:  # Hopper: softmax overlapped with the products
-            self.launch = flash_gluon.Forward(*_with_heads(Q, K, V, O), is_causal)
+            self.launch = flash_attention_gluon.Forward(*_with_heads(Q, K, V, O), is_causal)
             return
         bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
@@ -596,7 +634,7 @@ class _Forward:
 
 class _Backward:
     """The backward for one signature of (Q, K, V, dO, is_causal, deterministic algorithms): Hopper's
-    five-product kernel where ``flash_gluon_backward.unsupported`` allows, the portable kernels
+    five-product kernel where ``flash_attention_gluon_backward.unsupported`` allows, the portable kernels
     (a dQ pass that also stores Delta, then a dK/dV pass) elsewhere. O and L are laid out as the
     forward made them."""
 
@@ -607,14 +645,15 @@ class _Backward:
         if self.contiguous_dO:
             dO = dO.contiguous()
         heads4 = _with_heads(Q, K, V, O, dO)
-        gluon = not INTERPRET and not flash_gluon_backward.unsupported(*heads4[:3], heads4[4])
+        self.kernel = backward_kernel(Q, K, V, dO, capability_of(Q))
+        gluon = self.kernel == "gluon"
         self.copies = _copies((Q, K, V, dO), aligned=gluon)
         if self.copies:
             Q, K, V, dO = _copied((Q, K, V, dO), self.copies)
             heads4 = _with_heads(Q, K, V, O, dO)
         grads = _with_heads(*(torch.empty_like(x) for x in (Q, K, V)))  # with Q, K, V's strides
         if gluon:  # Hopper: five products
-            self.launch = flash_gluon_backward.Backward(*heads4, L, *grads, is_causal)
+            self.launch = flash_attention_gluon_backward.Backward(*heads4, L, *grads, is_causal)
             return
         bh, heads, n_q, n_k, d = _dims(Q, K)
         d0, d1 = head_blocks(d)
@@ -647,14 +686,18 @@ class _Backward:
 def _forward(Q, K, V, is_causal: bool):
     """(Q, K, V as read, the output, L) through the plan of this signature."""
     key = (_Forward, _signature(Q), _signature(K), _signature(V), is_causal)
-    return _planned(_Forward, key, Q, K, V, is_causal)(Q, K, V)
+    plan = _planned(_Forward, key, Q, K, V, is_causal)
+    RAN["forward"] = plan.kernel
+    return plan(Q, K, V)
 
 
 def _backward(Q, K, V, O, L, dO, is_causal: bool):
     """(dQ, dK, dV) through the plan of this signature."""
     deterministic = torch.are_deterministic_algorithms_enabled()
     key = (_Backward, _signature(Q), _signature(K), _signature(V), _signature(dO), is_causal, deterministic)
-    return _planned(_Backward, key, Q, K, V, O, L, dO, is_causal)(Q, K, V, O, L, dO)
+    plan = _planned(_Backward, key, Q, K, V, O, L, dO, is_causal)
+    RAN["backward"] = plan.kernel
+    return plan(Q, K, V, O, L, dO)
 
 
 class FlashAttentionTriton(torch.autograd.Function):
@@ -672,8 +715,10 @@ class FlashAttentionTriton(torch.autograd.Function):
     heads x d) gradient is what the output projection's backward writes anyway.
 
     On an sm_90 GPU the passes go to the Gluon kernels where those are faster: the forward to
-    flash_gluon, the backward to flash_gluon_backward (whose dQ additions come in no fixed order;
-    its ``unsupported`` says where it runs). Elsewhere, and under the interpreter, the kernels here.
+    flash_attention_gluon, the backward to flash_attention_gluon_backward (whose dQ additions come in
+    no fixed order; its ``unsupported`` says where it runs). Elsewhere, and under the interpreter,
+    the Triton kernels here. ``forward_kernel`` and ``backward_kernel`` make that choice, and
+    ``ran()`` names what the last calls ran, so that a row says which kernels it timed.
 
     Host time: a launched call at short sequences costs the host more than the GPU. Each pass
     decides everything once per signature of its inputs (a plan: copies, kernels, tiles, launch

@@ -7,7 +7,7 @@ compiled kernel's own launcher run. A caller that has fixed the signature (shape
 alignments) gets the same answers every time. ``Launcher`` takes its first call through Triton,
 which compiles and autotunes as usual, and keeps the compiled kernel and its grid; later calls go
 straight to the compiled kernel's launcher. Keeping the signature fixed is the caller's promise:
-each Launcher belongs to one plan of ``flash_triton``'s plan cache, whose key is that signature.
+each Launcher belongs to one plan of ``flash_attention``'s plan cache, whose key is that signature.
 """
 
 import triton

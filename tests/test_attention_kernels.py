@@ -1,0 +1,114 @@
+"""Rows and the report name the attention kernels that ran: our FlashAttention (FlashAttentionTriton)
+runs its Triton kernels, and on an sm_90 GPU hands a pass to the Gluon kernels where they take the
+shape. Without a GPU the dispatch is checked by giving it a compute capability."""
+
+import pandas as pd
+import pytest
+import torch
+
+from lmperf.attention import attention_kernel, forget_kernels
+from lmperf.kernels import flash_attention
+from lmperf.kernels.flash_attention import backward_kernel, forward_kernel
+from lmperf.measure import Budget
+from lmperf.measure.harness import BenchmarkSpec, run_benchmark
+from lmperf.report import flash_section
+from lmperf.report.attention_kernels import kernels_sentence
+
+HOPPER, AMPERE = (9, 0), (8, 0)
+
+
+def model_layout(batch, heads, n, d, dtype=torch.bfloat16):
+    """q, k, v as the model passes them: (batch, heads, n, d) views of (batch, n, heads, d) projections."""
+    qkv = torch.zeros(batch, n, 3, heads, d, dtype=dtype)
+    return [t.transpose(1, 2) for t in qkv.unbind(2)]
+
+
+def test_the_sm90_dispatch_names_gluon_where_it_takes_the_shape():
+    q, k, v = model_layout(2, 4, 256, 64)
+    assert forward_kernel(q, k, v, HOPPER) == "gluon"
+    assert forward_kernel(q, k, v, AMPERE) == "triton"
+    assert forward_kernel(q, k, v, None) == "triton"  # a CPU, or Triton's interpreter
+    assert forward_kernel(*model_layout(2, 4, 256, 64, torch.float32), HOPPER) == "triton"  # 16-bit only
+    assert forward_kernel(*model_layout(2, 4, 256, 80), HOPPER) == "triton"  # the 2.7B model's head size
+    # the five-product backward from 4096 keys in 128 programs or more (flash_attention_gluon_backward.pays)
+    long = model_layout(2, 4, 4096, 64)
+    assert backward_kernel(*long, long[0], HOPPER) == "gluon"
+    assert backward_kernel(*long, long[0], AMPERE) == "triton"
+    assert backward_kernel(q, k, v, q, HOPPER) == "triton"  # 256 keys: the Triton kernels are faster there
+
+
+def test_the_sm90_backward_is_triton_where_deterministic_algorithms_are_asked_for(monkeypatch):
+    long = model_layout(2, 4, 4096, 64)
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
+    assert backward_kernel(*long, long[0], HOPPER) == "triton"
+
+
+def test_a_row_names_each_pass_where_they_ran_different_kernels(monkeypatch):
+    monkeypatch.setattr(flash_attention, "RAN", {"forward": "gluon", "backward": "triton"})
+    assert attention_kernel("flash_triton") == "gluon forward, triton backward"
+    flash_attention.RAN["backward"] = "gluon"
+    assert attention_kernel("flash_triton") == "gluon"
+    forget_kernels()
+    assert attention_kernel("flash_triton") == ""  # nothing ran since
+    assert attention_kernel("sdpa") == "sdpa" and attention_kernel("naive") == "pytorch"
+
+
+@pytest.mark.skipif(not flash_attention.INTERPRET, reason="our kernels run on a CPU only under Triton's interpreter")
+def test_a_cpu_row_names_the_triton_kernels():
+    spec = BenchmarkSpec(
+        "nano", (16,), attentions=("naive", "sdpa", "flash_triton"), warmup_steps=0, budget=Budget(1, max_steps=1)
+    )
+    rows = pd.DataFrame(run_benchmark(spec, modes=("forward", "train_step"), device=torch.device("cpu")))
+    assert (rows["status"] == "ok").all()
+    named = rows.set_index(["mode", "attention"])["attention_kernel"]
+    for mode in ("forward", "train_step"):
+        assert named[mode, "flash_triton"] == "triton"
+        assert named[mode, "naive"] == "pytorch" and named[mode, "sdpa"] == "sdpa"
+
+
+def flash_rows(kernels: dict) -> pd.DataFrame:
+    """Sweep or leaderboard rows of ours and naive attention; ours' attention_kernel per (seq, pass)."""
+    return pd.DataFrame(
+        [
+            {
+                "implementation": impl,
+                "pass": pass_,
+                "seq": seq,
+                "d": 64,
+                "dtype": "bf16",
+                "median_ms": 1.0,
+                "tflops": 1.0,
+                "peak_mem_gib": 0.1,
+                "rel_diff_vs_sdpa_flash": 1e-3,
+                "warmup_ms": 25,
+                "rep_ms": 100,
+                "attention_kernel": kernel if impl == "ours_triton" else "",
+                "status": "ok",
+                "note": "",
+                "device_name": "NVIDIA H100 80GB HBM3",
+            }
+            for (seq, pass_), kernel in kernels.items()
+            for impl in ("ours_triton", "naive")
+        ]
+    )
+
+
+def test_the_flash_section_names_the_kernels_ours_ran():
+    both = "gluon forward, triton backward"
+    sweep = flash_rows(
+        {
+            (1024, "forward"): "gluon",
+            (1024, "forward_backward"): both,
+            (2048, "forward_backward"): both,
+            (32768, "forward_backward"): "gluon",
+        }
+    )
+    leaderboard = flash_rows({(16384, "forward"): "gluon", (16384, "forward_backward"): "gluon"})
+    text = flash_section.render(leaderboard, sweep)
+    assert "Ours ran: Gluon." in text
+    assert "ours_triton ran: Gluon forward, Triton backward at seq 1024, seq 2048; Gluon at seq 32768." in text
+
+
+def test_rows_written_before_the_column_name_no_kernels():
+    rows = flash_rows({(1024, "forward"): "triton"}).drop(columns="attention_kernel")
+    assert kernels_sentence(rows, "Ours", lambda r: r["pass"]) == ""
