@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lmperf.attention import naive_attention
-from lmperf.model import SIZES, AdamW, TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
+from lmperf.model import AdamW, TransformerLM, count_parameters, cross_entropy, make_optimizer, model_config
 from lmperf.model.transformer import RMSNorm, RotaryEmbedding
 
 # The design table's parameter counts (untied LM head, vocab 10,000).
@@ -155,16 +155,10 @@ def test_train_step_lowers_the_loss():
     assert losses[-1] < losses[0]
 
 
-def test_sizes_and_attentions_are_the_schema_enums():
-    import yaml
-
+def test_the_e2e_rule_names_every_kernel_module_imported_lazily():
     from conftest import ROOT
     from lmperf.attention import ATTENTION
 
-    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
-    assert schema["$defs"]["size"]["enum"] == list(SIZES)
-    e2e = schema["$defs"]["grid"]["properties"]["e2e"]["properties"]
-    assert e2e["attention"]["items"]["enum"] == list(ATTENTION)
     # The e2e rule depends on the kernel module of each variant it times that lmperf.attention imports
     # only when the variant runs (LAZY_ATTENTION_MODULES in common.smk): it names every such import.
     source = ast.parse((ROOT / "src/lmperf/attention/__init__.py").read_text())

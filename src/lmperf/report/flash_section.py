@@ -63,7 +63,12 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         return out + [skipped, ""]
     rows = ok(frame)
     first = rows.iloc[0]
-    shown = pd.DataFrame(
+    return out + leaderboard_words(frame, rows, first, leaderboard_table(rows))
+
+
+def leaderboard_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard's rows as the report shows them."""
+    return pd.DataFrame(
         {
             "implementation": rows["implementation"],
             "pass": rows["pass"].map(PASS_LABELS),
@@ -89,6 +94,10 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
             "max rel. diff. vs sdpa_flash (O, dQ, dK, dV)": rows["rel_diff_vs_sdpa_flash"].map(lambda x: f"{x:.2e}"),
         }
     )
+
+
+def leaderboard_words(frame: pd.DataFrame, rows: pd.DataFrame, first: pd.Series, shown: pd.DataFrame) -> list[str]:
+    """The leaderboard's method, table and comparisons in words."""
     sentences = [
         _ratio_sentence(rows, p, other, column)
         for column in dict.fromkeys(("median_ms", gpu_time_column(rows)))
@@ -105,7 +114,7 @@ def leaderboard(frame: pd.DataFrame) -> list[str]:
         if "rounds" in rows
         else ""
     )
-    return out + [
+    return [
         f"`triton.testing.do_bench` median, warm-up {first['warmup_ms']} ms, repetitions for {first['rep_ms']} ms"
         f"{rounds}; ours is `torch.compile(FlashAttentionTriton.apply)`, and `o.sum().backward()` for the backward.",
         "",
