@@ -119,13 +119,15 @@ FUSED = ("ours_triton", "sdpa_flash", "sdpa_cudnn")  # a few kernel launches per
 
 
 def host_bound_up_to(group: pd.DataFrame) -> int | None:
-    """The longest sequence up to which every fused kernel stays within 2x its time at the shortest.
+    """The longest sequence up to which every fused kernel stays within the rows' ``flat_within``
+    times its time at the shortest.
 
     At batch 1 such rows time the host (Python, autograd, kernel launches) more than the kernels.
     """
+    within = setting(group, "flat_within")
     limits = []
     for _, rows in group[group["implementation"].isin(FUSED)].sort_values("seq").groupby("implementation"):
-        flat = (rows["median_ms"] <= 2 * rows["median_ms"].iloc[0]).cummin()
+        flat = (rows["median_ms"] <= within * rows["median_ms"].iloc[0]).cummin()
         limits.append(int(rows["seq"][flat].max()))
     return min(limits, default=None)
 
@@ -234,7 +236,8 @@ def sweep(frame: pd.DataFrame) -> list[str]:
             out += [
                 f"Up to seq {flat_to} each fused kernel "
                 f"({', '.join(sorted(set(FUSED) & set(group['implementation'])))}) "
-                f"stays within 2× its time at seq {int(group['seq'].min())}: at batch 1 those rows time the host "
+                f"stays within {setting(group, 'flat_within'):g}× its time at seq {int(group['seq'].min())}: "
+                "at batch 1 those rows time the host "
                 "(Python, autograd, kernel launches) more than the kernels, which the longer sequences and the "
                 "leaderboard shape compare.",
                 "",

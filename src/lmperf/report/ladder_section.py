@@ -183,7 +183,6 @@ def roofline_sentences(top: pd.Series, kernels: pd.DataFrame | None = None) -> l
     ]
 
 
-AT_THE_LIMIT = 0.97  # of the power limit: the driver lowers the SM clock to hold the board there
 POWER_CAP, THERMAL = 0x4, 0x8 | 0x20 | 0x40  # clock-event reasons: SW power cap; HW slowdown, SW and HW thermal
 
 
@@ -201,8 +200,9 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
     limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md).
 
     Which replays the limit held: where the rows carry nvidia-smi's clock-event reasons, those that
-    saw the power cap's bit; else those whose power, in their hottest turn, came within
-    ``AT_THE_LIMIT`` of it (a pooled median hides a turn at the limit)."""
+    saw the power cap's bit; else those whose power, in their hottest turn, reached the rows'
+    ``power_limit_share`` of it, where the driver lowers the SM clock to hold the board (a pooled
+    median hides a turn at the limit)."""
     sampled = ran[ran["replay_sm_clock_mhz"].notna()] if "replay_sm_clock_mhz" in ran else ran.iloc[:0]
     if sampled.empty:
         return []
@@ -219,9 +219,10 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
         verdict += f", {hot} by a thermal limit" if hot else ""
     else:
         hottest = [max(split_ms(r.get("replay_turn_power_w")) or [r["replay_power_w"]]) for _, r in sampled.iterrows()]
-        capped = sum(w >= AT_THE_LIMIT * limit for w in hottest)
+        at_the_limit = setting(sampled, "power_limit_share")
+        capped = sum(w >= at_the_limit * limit for w in hottest)
         verdict = (
-            f"{capped} of {len(sampled)} replays ran at the power limit (≥ {pct(AT_THE_LIMIT, 0)} of it)"
+            f"{capped} of {len(sampled)} replays ran at the power limit (≥ {share(at_the_limit)} of it)"
             if capped
             else "no replay reached the power limit"
         )

@@ -374,6 +374,13 @@ def main(argv=None) -> None:
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--seq-lengths", type=int_list, default=[128, 1024])
     p.add_argument("--implementations", default="ours_triton,sdpa_flash,sdpa_cudnn")
+    p.add_argument(
+        "--flat-within",
+        type=float,
+        default=2.0,
+        help="sweep: written on the rows for the report, which calls a fused kernel's launched times flat (the "
+        "host's) up to the sequence where they pass this multiple of its time at the shortest",
+    )
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     study = f"flash_{args.experiment}"
@@ -393,6 +400,8 @@ def main(argv=None) -> None:
         rows = sweep_rows(
             args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","), args.warmup_ms, args.rep_ms
         )
+    if args.experiment == "sweep":
+        rows = [{**row, "flat_within": args.flat_within} for row in rows]
     write_rows(rows, args.out)
 
 
