@@ -94,7 +94,7 @@ def implementations(compile_ours: bool = False) -> dict:
     torch._functorch.config.donated_buffer = False
     compiled_naive = torch.compile(naive_attention)
     ours = torch.compile(FlashAttentionTriton.apply) if compile_ours else FlashAttentionTriton.apply
-    return {
+    runs = {
         "ours_triton": lambda q, k, v, c: ours(q, k, v, c),
         "ours_pytorch": lambda q, k, v, c: FlashAttentionPyTorch.apply(q, k, v, c),
         "naive": lambda q, k, v, c: naive_attention(q, k, v, is_causal=c),
@@ -103,6 +103,9 @@ def implementations(compile_ours: bool = False) -> dict:
         "sdpa_cudnn": _sdpa(SDPBackend.CUDNN_ATTENTION),
         "fa4": _fa4(),
     }
+    if tuple(runs) != grid.FLASH_IMPLEMENTATIONS:  # the names a grid may list, each with what runs it
+        raise RuntimeError(f"flash implementations {list(runs)}, lmperf.grid {list(grid.FLASH_IMPLEMENTATIONS)}")
+    return runs
 
 
 @phase("timed")
