@@ -14,7 +14,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 sys.path.insert(0, os.path.abspath("src"))  # lmperf.registry and lmperf.grid import no torch: the DAG builds fast
-from lmperf.registry import STUDIES, validate_config
+from lmperf.registry import STUDIES, rule_resources, validate_config
 
 min_version("8.20")
 
@@ -39,22 +39,6 @@ for rule_file in dict.fromkeys(study.rule_file for study in STUDIES.values() if 
 include: "workflow/rules/report.smk"
 
 
-localrules:
-    all,
-    aggregate,
-    e2e_join,
-    e2e_figures,
-    ladder_figures,
-    flash_figures,
-    comm_figures,
-    attention_figures,
-    ddp_figures,
-    comm_fit,
-    cost,
-    memory_figure,
-    report,
-
-
 # The default target: the report and every file it is made from, down to each job's measurement.
 # Snakemake rebuilds a missing file only where a target names it: a file deleted under an up-to-date
 # report (a forced rerun cut off deletes the outputs of the job it killed) would otherwise stay
@@ -67,3 +51,8 @@ rule all:
         rules.report.input,
         [target for targets in AGGREGATES.values() for target in targets],
         list(JOB_GPUS),
+
+
+# Every rule but the studies' measuring ones (lmperf.registry, which gives a cluster what their jobs
+# ask for) runs on the host that runs Snakemake: joining, aggregating, drawing, rendering.
+workflow.localrules(*(rule.name for rule in workflow.rules if rule.name not in rule_resources()))

@@ -200,6 +200,7 @@ def test_rungs_compute_the_same_thing(smoke_run):
     drop = ran.loc["bf16", "initial_loss"] - loss["bf16"]
     assert (ran["check_steps"] == 20).all() and drop > 0.1
     assert (ran["loss_tolerance"] == 0.02).all()  # the smoke grid's target, on every checked row
+    assert (ran["power_limit_share"] == 0.97).all()
     assert (loss - loss["bf16"]).abs().max() < 0.02 * drop
     assert "every bf16 rung is within 2% of it" in (smoke_run / "report/final.md").read_text()
 

@@ -53,6 +53,7 @@ def test_snapshot_events_live_memory_and_largest_allocations(snapshot):
     assert live.iloc[-1] == 24 * MiB + 20 * 1024 and live.max() == 26 * MiB  # the unknown block's free is ignored
     top = largest_allocations(events)
     assert list(top["size_mib"][:3]) == [16.0, 8.0, 2.0]  # 23 allocations: the top 10% are the 3 largest
+    assert (top["largest_share"] == 0.10).all()  # the share listed, which the report states
     assert top["frame"][0] == "lmperf/model/transformer.py:42:step"
     assert "what" in top  # empty until attributed
 

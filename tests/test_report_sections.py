@@ -319,3 +319,50 @@ def test_leaderboard_says_which_anchor_did_not_run_and_why():
     text = flash_section.render(frame, sweep_frame())
     assert text.count("fa4 did not run: flash-attn-4 is not installed.") == 1
     assert "the speed of fa4" not in text
+
+
+def test_sweep_numbers_come_from_analysis_functions_apart_from_the_words():
+    frame = sweep_frame()
+    ran = frame[frame["status"] == "ok"]
+    ours = ran[(ran["implementation"] == "ours_triton") & (ran["pass"] == "forward_backward")].sort_values("seq")
+    growth = flash_section.memory_growth(ours)
+    assert (growth["before_seq"], growth["last_seq"]) == (1024, 2048)
+    assert growth["growth"] == pytest.approx(2.0) and growth["shape"] == "at most linear"
+    longest = flash_section.at_longest_sequence(ran)
+    assert longest["seq"] == 2048 and longest["column"] == "median_ms"
+    assert [(p["best"], p["best_ms"] / p["ms"]) for p in longest["passes"]] == [("naive", 2.0)] * 3
+    ratio = flash_section.ours_against(leaderboard_frame(), "forward_backward", "sdpa_cudnn")
+    assert ratio == {"ours_ms": 5.0, "theirs_ms": 4.5, "ratio": 0.9}  # no rounds: the bare ratio
+
+
+def test_the_accumulation_experiment_is_stated_as_its_rows_ran_it():
+    """How many additions of which value come from the rows, in the heading, the table and the
+    sentence, beside the numbers accumulation_findings returns."""
+    from lmperf.report import precision_section
+
+    rows = pd.DataFrame(
+        [
+            {
+                "accumulator": acc,
+                "summand": summand,
+                "summand_cast_to_accumulator": False,
+                "summand_stored": stored,
+                "summand_value": 0.02,
+                "result": result,
+                "abs_error": abs(result - 10),
+                "n_adds": 500,
+            }
+            for acc, summand, stored, result in (
+                ("float32", "float32", 0.0199999996, 10.0001),
+                ("float16", "float16", 0.0200042725, 9.95),
+                ("float32", "float16", 0.0200042725, 10.002),
+            )
+        ]
+    )
+    found = precision_section.accumulation_findings(rows)
+    assert found["n"] == 500 and found["value"] == 0.02
+    assert found["representation_error"] == pytest.approx(500 * (0.0200042725 - 0.02))
+    text = "\n".join(precision_section.accumulation_lines(rows))
+    assert "### Accumulation (500 additions of 0.02)" in text and "| 0.02 as stored" in text
+    assert "sum of 500" in text and "500 × the float16 representation error of 0.02" in text
+    assert "of 1000" not in text and "of 0.01" not in text

@@ -12,7 +12,7 @@ import pytest
 from lmperf.measure import Budget
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.measure.settings import MADE_WITH, setting
-from lmperf.report import e2e_section, flash_section, ladder_section, memory_section, render
+from lmperf.report import comm_section, e2e_section, flash_section, ladder_section, memory_section, render
 from lmperf.report.e2e_analysis import physics_violations
 
 REFERENCE = Path(__file__).resolve().parents[1] / "report/reference/h100"
@@ -98,3 +98,56 @@ def test_the_ladder_loss_target_is_the_rows():
     assert any("within 2% of it" in s or "outside 2% of it" in s for s in ladder_section.loss_check_sentences(ran))
     (sentence,) = ladder_section.loss_check_sentences(ran.assign(loss_tolerance=0.5))
     assert "every bf16 rung is within 50% of it" in sentence
+
+
+def test_the_fit_acceptance_in_the_comm_text_is_the_rows():
+    directory = REFERENCE / "allreduce-x4"
+    sweep, fits = render.read(directory / "allreduce.csv"), render.read(directory / "comm_fit.csv")
+    assert "min_r2" not in fits and "(weighted R² < 0.95)" in comm_section.render(sweep, fits)
+    stricter = comm_section.render(sweep, fits.assign(min_r2=0.99))
+    assert "(weighted R² < 0.99)" in stricter and "(weighted R² < 0.95)" not in stricter
+
+
+def test_the_flat_region_of_the_flash_sweep_is_the_rows():
+    """Launched-only sweep rows: the sequences over which each fused kernel's time stays flat, and the
+    sentence, follow the rows' flat_within."""
+    sweep = render.read(REFERENCE / "flash_sweep.csv")
+    group = sweep[(sweep["status"] == "ok") & (sweep["pass"] == "forward_backward")]
+    group = group[(group["dtype"] == group["dtype"].iloc[0]) & (group["d"] == group["d"].iloc[0])]
+    wide = group.assign(flat_within=1000.0)
+    assert flash_section.host_bound_up_to(wide) == group["seq"].max()  # every time within 1000x: all flat
+    assert flash_section.host_bound_up_to(group.assign(flat_within=1.0 + 1e-9)) <= flash_section.host_bound_up_to(group)
+    rendered = flash_section.render(render.read(REFERENCE / "leaderboard.csv"), sweep)
+    assert "stays within 2× its time at seq" in rendered
+    wider = flash_section.render(render.read(REFERENCE / "leaderboard.csv"), sweep.assign(flat_within=3.0))
+    assert "stays within 3× its time at seq" in wider and "within 2×" not in wider
+
+
+def test_the_power_limit_share_in_the_ladder_text_is_the_rows():
+    """Rows with no clock-event reasons: a replay counts as held by the power limit from the rows'
+    power_limit_share of it."""
+    ladder = render.read(REFERENCE / "ladder-turns/ladder.csv")
+    (made_with,) = [s for s in ladder_section.point_sentences(ladder) if "SM clock and power" in s]
+    assert "ran at the power limit (≥ 97% of it)" in made_with
+    (lenient,) = [
+        s for s in ladder_section.point_sentences(ladder.assign(power_limit_share=0.5)) if "SM clock and power" in s
+    ]
+    replays = int((ladder["replay_sm_clock_mhz"].notna() & (ladder["status"] == "ok")).sum())
+    assert f"{replays} of {replays} replays ran at the power limit (≥ 50% of it)" in lenient
+
+
+def test_the_share_of_allocations_listed_is_the_rows():
+    directory = REFERENCE / "memory-ddp"
+    memory, e2e = render.read(directory / "memory.csv"), render.read(directory / "e2e.csv")
+    allocations = render.read(directory / "memory_allocations.csv")
+    assert "Largest allocations (top 10% by size;" in memory_section.render(memory, allocations, e2e)
+    wider = memory_section.render(memory, allocations.assign(largest_share=0.25), e2e)
+    assert "Largest allocations (top 25% by size;" in wider
+
+
+def test_the_flash_sweep_writes_its_flat_region_rule_on_its_rows(tmp_path):
+    from lmperf.studies import flash
+
+    out = tmp_path / "sweep.csv"
+    flash.main(["sweep", "--flat-within", "3", "--seq-lengths", "128", "--out", str(out)])
+    assert (pd.read_csv(out)["flat_within"] == 3).all()

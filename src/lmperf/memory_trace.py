@@ -123,8 +123,12 @@ def live_by(events: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=keys, index=events.index).fillna(0).astype("int64")
 
 
-def largest_allocations(events: pd.DataFrame, top_fraction: float = 0.10) -> pd.DataFrame:
-    """Allocations in the top ``top_fraction`` by size, grouped by (size, what, frame), largest first."""
+LARGEST_SHARE = 0.10  # the allocations listed as the largest: this share of them, by size
+
+
+def largest_allocations(events: pd.DataFrame, top_fraction: float = LARGEST_SHARE) -> pd.DataFrame:
+    """Allocations in the top ``top_fraction`` by size, grouped by (size, what, frame), largest first;
+    each row carries ``top_fraction`` as ``largest_share``, which the report states."""
     allocs = events[events["action"] == "alloc"]
     if "what" not in allocs:
         allocs = allocs.assign(what="")
@@ -134,8 +138,11 @@ def largest_allocations(events: pd.DataFrame, top_fraction: float = 0.10) -> pd.
     top = allocs[allocs["size"] >= threshold]
     grouped = top.groupby(["size", "what", "frame"], dropna=False).size().reset_index(name="count")
     grouped["size_mib"] = grouped["size"] / 2**20
-    return grouped.sort_values(["size", "count"], ascending=False)[["size_mib", "what", "frame", "count"]].reset_index(
-        drop=True
+    columns = ["size_mib", "what", "frame", "count"]
+    return (
+        grouped.sort_values(["size", "count"], ascending=False)[columns]
+        .reset_index(drop=True)
+        .assign(largest_share=top_fraction)
     )
 
 

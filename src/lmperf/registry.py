@@ -102,7 +102,7 @@ COLUMNS = {
     },
     "comm_fit": {
         "backend": str, "bandwidth_gbps": float, "max_bytes": int, "min_bytes": int, "overhead_us": float,
-        "r2": float, "sizes": int, "world_size": int,
+        "r2": float, "sizes": int, "world_size": int, "min_r2": float,
     },
     "cost": {
         "gpus": int, "job": str, "wall_s": float,
@@ -149,7 +149,7 @@ COLUMNS = {
     "flash_sweep": {
         "batch": int, "d": int, "dtype": str, "graphed_median_ms": float, "host_bound": bool,
         "host_overhead_ms": float, "implementation": str, "median_ms": float, "pass": str, "peak_mem_gib": float,
-        "rep_ms": int, "seq": int, "tflops": float, "warmup_ms": int,
+        "rep_ms": int, "seq": int, "tflops": float, "warmup_ms": int, "flat_within": float,
     },
     "ladder": {
         "adds": str, "attention": str, "backward_ms": float, "batch_size": int, "check_lr": float, "check_steps": int,
@@ -165,7 +165,7 @@ COLUMNS = {
         "peak_tflops": float, "precision": str, "replay_clock_event_reasons": str, "replay_power_limit_w": float,
         "replay_power_w": float, "replay_settle_s": float, "replay_sm_clock_mhz": float, "replay_turn_power_w": str,
         "replay_turns": int, "rung": str, "size": str, "step_times_ms": str, "tokens_per_s": float, "weights": str,
-        "loss_tolerance": float,
+        "loss_tolerance": float, "power_limit_share": float,
     },
     "ladder_kernels": {
         "batch_size": int, "category": str, "context_length": int, "kernel": str, "ms_per_step": float, "rung": str,
@@ -180,7 +180,7 @@ COLUMNS = {
     },
     "memory_allocations": {
         "context_length": int, "count": int, "frame": str, "mode": str, "precision": str, "size_mib": float,
-        "what": str,
+        "what": str, "largest_share": float,
     },
     "precision/accumulation": {
         "abs_error": float, "accumulator": str, "n_adds": int, "result": float, "summand": str,

@@ -5,10 +5,6 @@ BATCH = GRID["batch"]
 BATCH_TARGETS = expand("results/batch/{size}.csv", size=BATCH["sizes"])
 
 
-localrules:
-    batch_figures,
-
-
 rule batch:
     input:
         code("lmperf.studies.batch", *attention_modules([BATCH["attention"]])),

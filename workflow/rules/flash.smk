@@ -52,11 +52,13 @@ rule flash_sweep:
         implementations=",".join(FLASH["sweep"]["implementations"]),
         warmup_ms=FLASH["sweep"]["warmup_ms"],
         rep_ms=FLASH["sweep"]["rep_ms"],
+        flat_within=FLASH["sweep"]["flat_within"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
         " --seq-lengths {params.seq_lengths} --implementations {params.implementations}"
-        " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --out {output} > {log} 2>&1"
+        " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --flat-within {params.flat_within}"
+        " --out {output} > {log} 2>&1"
 
 
 # Naive attention at scale: one target per (compile, head size), sweeping sequence lengths.

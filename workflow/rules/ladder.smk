@@ -64,11 +64,13 @@ rule ladder:
         check_steps=LADDER["check_steps"],
         settle_seconds=LADDER["settle_seconds"],
         loss_tolerance=LADDER["loss_tolerance"],
+        power_limit_share=LADDER["power_limit_share"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.ladder --part checked --timed {input.timed} --size {wildcards.size}"
         " --context-length {wildcards.ctx} --batch-size {params.batch_size} --check-steps {params.check_steps}"
         " --settle-seconds {params.settle_seconds} --loss-tolerance {params.loss_tolerance}"
+        " --power-limit-share {params.power_limit_share}"
         " --out {output.rungs} --kernels {output.kernels} > {log} 2>&1"
 
 

@@ -5,10 +5,9 @@ Run as a module, it draws the section's figure: python -m lmperf.report.batch_se
 
 import pandas as pd
 
+from lmperf.registry import STUDIES
 from lmperf.report.markdown import MISSING, drop_empty, num, ok, pct, plural, table
 from lmperf.report.style import figure, figure_cli, save, sort_by_size
-
-TITLE = "Where does the host stop mattering?"
 
 
 def host_catches_up(rows: pd.DataFrame) -> dict:
@@ -49,7 +48,7 @@ def render(batch: pd.DataFrame) -> str:
     rows = sort_by_size(batch, ["size", "batch_size"])
     first = rows.iloc[0]
     out = [
-        f"## {TITLE}",
+        f"## {STUDIES['batch'].title}",
         "",
         f"The train step ({first['precision']}, {first['compile']}, {first['attention']} attention) at context "
         f"{int(first['context_length'])}, timed launched (and, on a CUDA device, replayed as a CUDA graph) at each "

@@ -3,6 +3,7 @@ time = o + bytes/w to it, with the fits that were refused and why."""
 
 import pandas as pd
 
+from lmperf.measure.settings import setting
 from lmperf.report.markdown import num, ok, table, time_unit
 
 
@@ -112,7 +113,8 @@ def _fit_table(fits: pd.DataFrame) -> list[str]:
         "Per backend and rank count, on the medians of the sizes in its range: the three decades below the largest "
         "(below them an all-reduce costs o plus launch jitter that no line describes; a range of — marks a fit made "
         "before ranges were recorded, over every size), minimizing relative error. A fit is "
-        "refused where it is not physical (o < 0) or does not describe the sizes (weighted R² < 0.95); "
+        f"refused where it is not physical (o < 0) or does not describe the sizes (weighted R² < "
+        f"{setting(fits, 'min_r2'):g}); "
         "`results/comm_fit.csv`.",
         "",
         table(frame),

@@ -9,6 +9,7 @@ Every summary is taken per regime (precision x compile mode), never across them.
 import numpy as np
 import pandas as pd
 
+from lmperf import grid
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_hbm_tbps
 from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
@@ -71,7 +72,7 @@ def physics_violations(e2e: pd.DataFrame, slack: float | None = None) -> pd.Data
         if {faster, slower} <= set(times.columns):
             bad = times[times[faster] < times[slower] * (1 - slack)]
             found += [{"kind": f"{faster} < {slower}", **r} for r in bad[POINT].to_dict("records")]
-    modes = [m for m in ("forward", "forward_backward", "train_step") if m in times.columns]
+    modes = [m for m in grid.MODES if m in times.columns]
     for grow, within in (
         ("context_length", ["attention", "size", "precision", "compile"]),
         ("params", ["attention", "context_length", "precision", "compile"]),

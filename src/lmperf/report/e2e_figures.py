@@ -71,7 +71,8 @@ def ratio_vs_size(e2e: pd.DataFrame, path: Path) -> None:
 
 def bf16_speedup(e2e: pd.DataFrame, path: Path) -> None:
     """Rows: eager, compiled. Columns: modes. One line per context."""
-    gains = speedup(e2e, "precision", "fp32", "bf16")
+    fp32, bf16 = grid.PRECISIONS  # the baseline first
+    gains = speedup(e2e, "precision", fp32, bf16)
     if gains.empty:
         return no_graphed_times(path, "bf16 speed-up")
     compiles = [c for c in grid.COMPILE_MODES if c in set(gains["compile"])]

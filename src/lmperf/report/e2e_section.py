@@ -6,6 +6,7 @@ computed sentence uses graphed times and is stated per regime (precision x compi
 
 import pandas as pd
 
+from lmperf import grid
 from lmperf.measure.settings import setting
 from lmperf.report.attention_kernels import kernels_sentence
 from lmperf.report.e2e_analysis import (
@@ -25,7 +26,7 @@ from lmperf.report.e2e_analysis import (
 from lmperf.report.markdown import num, ok, pct, plural, ratio, share, span, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
-MODES = list(MODE_LABELS)
+MODES = list(grid.MODES)
 
 
 def _ci_cell(median, low, high) -> str:
@@ -68,8 +69,8 @@ def step_time_table(e2e: pd.DataFrame, precision: str, compile_: str, attention:
 
 def _regimes(frame: pd.DataFrame):
     """(precision, compile, rows) per regime present, in a fixed order."""
-    for precision in ("fp32", "bf16"):
-        for compile_ in ("eager", "compiled"):
+    for precision in grid.PRECISIONS:
+        for compile_ in grid.COMPILE_MODES:
             rows = frame[(frame["precision"] == precision) & (frame["compile"] == compile_)]
             if len(rows):
                 yield precision, compile_, rows
@@ -449,12 +450,14 @@ def _graphed_parts(e2e_all: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
 
 
 def _speedups(e2e: pd.DataFrame) -> list[str]:
-    paragraph, gains = _speedup_paragraph(e2e, "precision", "fp32", "bf16", "the bf16 speed-up", per="compile")
+    fp32, bf16 = grid.PRECISIONS  # the baseline first
+    eager, compiled = grid.COMPILE_MODES
+    paragraph, gains = _speedup_paragraph(e2e, "precision", fp32, bf16, "the bf16 speed-up", per="compile")
     out = ["### bf16 autocast speed-up (graphed fp32 time / graphed bf16 time)", "", paragraph, ""]
     if not gains.empty:
         out += [table(_speedup_table(gains, "compile")), "", "![bf16 speed-up](figures/e2e_bf16_speedup.png)", ""]
     paragraph, gains = _speedup_paragraph(
-        e2e, "compile", "eager", "compiled", "the torch.compile speed-up", per="precision"
+        e2e, "compile", eager, compiled, "the torch.compile speed-up", per="precision"
     )
     out += ["### torch.compile speed-up (graphed eager time / graphed compiled time)", "", paragraph, ""]
     return out + ([table(_speedup_table(gains, "precision")), ""] if not gains.empty else [])

@@ -24,28 +24,39 @@ def gpu_time_column(frame: pd.DataFrame) -> str:
     return graphed if graphed in frame and frame[graphed].notna().any() else "median_ms"
 
 
-def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str, column: str = "median_ms") -> str:
-    """Ours against another implementation on one pass. Where the study timed interleaved rounds
-    (``round_ms`` beside ``median_ms``), the speed ratio is paired round by round with a bootstrap CI,
-    and a ratio whose CI holds 1 is "not resolved"; a study without rounds gives the bare ratio."""
+def ours_against(rows: pd.DataFrame, pass_: str, other: str, column: str = "median_ms") -> dict | None:
+    """Ours against another implementation on one pass: both times and the speed ratio (theirs / ours).
+    Where the study timed interleaved rounds (``round_ms`` beside ``median_ms``), the ratio is paired
+    round by round with a bootstrap CI (``low``, ``high``, ``rounds``); else it is the bare ratio."""
     ours = rows[(rows["implementation"] == "ours_triton") & (rows["pass"] == pass_)]
     theirs = rows[(rows["implementation"] == other) & (rows["pass"] == pass_)]
     if ours.empty or theirs.empty or ours[column].isna().all() or theirs[column].isna().all():
-        return ""
-    how = "launched" if column == "median_ms" else "replayed as a CUDA graph"
-    head = f"{PASS_LABELS[pass_].capitalize()}, {how}: ours takes {num(ours[column].iloc[0], 3)} ms,"
+        return None
+    found = {"ours_ms": ours[column].iloc[0], "theirs_ms": theirs[column].iloc[0]}
     rounds = column.replace("median_ms", "round_ms")
     if rounds in rows and ours[rounds].notna().all() and theirs[rounds].notna().all():
         ours_rounds = split_ms(ours[rounds].iloc[0])
         ratio, low, high = ratio_ci(split_ms(theirs[rounds].iloc[0]), ours_rounds)
+        return {**found, "ratio": ratio, "low": low, "high": high, "rounds": len(ours_rounds)}
+    return {**found, "ratio": found["theirs_ms"] / found["ours_ms"]}
+
+
+def _ratio_sentence(rows: pd.DataFrame, pass_: str, other: str, column: str = "median_ms") -> str:
+    """``ours_against`` in words: a paired ratio whose CI holds 1 is "not resolved"."""
+    found = ours_against(rows, pass_, other, column)
+    if found is None:
+        return ""
+    how = "launched" if column == "median_ms" else "replayed as a CUDA graph"
+    head = f"{PASS_LABELS[pass_].capitalize()}, {how}: ours takes {num(found['ours_ms'], 3)} ms,"
+    if "rounds" in found:
+        low, high = found["low"], found["high"]
         verdict = "not resolved" if not resolved(low, high) else ("ours faster" if low > 1 else "ours slower")
         return (
-            f"{head} {num(ratio, 3)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms; 95% CI "
-            f"{num(low, 3)}–{num(high, 3)} over {len(ours_rounds)} paired rounds) — {verdict}."
+            f"{head} {num(found['ratio'], 3)}× the speed of {other} ({num(found['theirs_ms'], 3)} ms; 95% CI "
+            f"{num(low, 3)}–{num(high, 3)} over {found['rounds']} paired rounds) — {verdict}."
         )
-    ratio = theirs[column].iloc[0] / ours[column].iloc[0]
-    verdict = "faster than" if ratio > 1 else "slower than"
-    return f"{head} {num(ratio)}× the speed of {other} ({num(theirs[column].iloc[0], 3)} ms) — {verdict} it."
+    verdict = "faster than" if found["ratio"] > 1 else "slower than"
+    return f"{head} {num(found['ratio'])}× the speed of {other} ({num(found['theirs_ms'], 3)} ms) — {verdict} it."
 
 
 FLOP_CONVENTION = (
@@ -132,20 +143,24 @@ FUSED = ("ours_triton", "sdpa_flash", "sdpa_cudnn")  # a few kernel launches per
 
 
 def host_bound_up_to(group: pd.DataFrame) -> int | None:
-    """The longest sequence up to which every fused kernel stays within 2x its time at the shortest.
+    """The longest sequence up to which every fused kernel stays within the rows' ``flat_within``
+    times its time at the shortest.
 
     At batch 1 such rows time the host (Python, autograd, kernel launches) more than the kernels.
     """
+    within = setting(group, "flat_within")
     limits = []
     for _, rows in group[group["implementation"].isin(FUSED)].sort_values("seq").groupby("implementation"):
-        flat = (rows["median_ms"] <= 2 * rows["median_ms"].iloc[0]).cummin()
+        flat = (rows["median_ms"] <= within * rows["median_ms"].iloc[0]).cummin()
         limits.append(int(rows["seq"][flat].max()))
     return min(limits, default=None)
 
 
-def _memory_sentence(ours: pd.DataFrame) -> list[str]:
+def memory_growth(ours: pd.DataFrame) -> dict | None:
+    """Ours' peak memory at its two longest sequences, how much it grew against the sequence, and
+    the growth's shape in sequence length (an N² buffer would grow as the sequence squared)."""
     if len(ours) < 2:
-        return []
+        return None
     last, before = ours.iloc[-1], ours.iloc[-2]
     growth = last["peak_mem_gib"] / before["peak_mem_gib"]
     seq_growth = last["seq"] / before["seq"]
@@ -156,69 +171,113 @@ def _memory_sentence(ours: pd.DataFrame) -> list[str]:
         if growth < 0.75 * seq_growth**2
         else "quadratic"
     )
+    return {
+        "before_seq": int(before["seq"]),
+        "before_gib": before["peak_mem_gib"],
+        "last_seq": int(last["seq"]),
+        "last_gib": last["peak_mem_gib"],
+        "growth": growth,
+        "seq_growth": seq_growth,
+        "shape": shape,
+    }
+
+
+def _memory_sentence(ours: pd.DataFrame) -> list[str]:
+    found = memory_growth(ours)
+    if found is None:
+        return []
     return [
-        f"Peak memory of ours, forward + backward: {num(before['peak_mem_gib'], 3)} GiB at seq "
-        f"{int(before['seq'])} and "
-        f"{num(last['peak_mem_gib'], 3)} GiB at seq {int(last['seq'])}: ×{num(growth)} for ×{num(seq_growth)} "
-        f"the sequence ({shape} in sequence length; an N² buffer would grow ×{num(seq_growth**2)}).",
+        f"Peak memory of ours, forward + backward: {num(found['before_gib'], 3)} GiB at seq "
+        f"{found['before_seq']} and "
+        f"{num(found['last_gib'], 3)} GiB at seq {found['last_seq']}: ×{num(found['growth'])} for "
+        f"×{num(found['seq_growth'])} the sequence ({found['shape']} in sequence length; an N² buffer would grow "
+        f"×{num(found['seq_growth'] ** 2)}).",
         "",
     ]
 
 
-def longest_sequence_sentence(group: pd.DataFrame) -> list[str]:
-    """Ours against the fastest other implementation, per pass, at the longest sequence ours ran.
-
-    Short sequences time the host; the longest one is where the kernels themselves are compared.
-    """
+def at_longest_sequence(group: pd.DataFrame) -> dict | None:
+    """Ours against the fastest other implementation, per pass, at the longest sequence ours ran
+    (short sequences time the host; the longest one is where the kernels themselves are compared):
+    the sequence, the time column used, and per pass ours' time, the fastest other and its time."""
     ours = group[group["implementation"] == "ours_triton"]
     if ours.empty:
-        return []
+        return None
     column = gpu_time_column(group)
     seq = ours["seq"].max()
     at_seq = group[group["seq"] == seq]
-    parts = []
+    passes = []
     for pass_, label in PASS_LABELS.items():
         mine = at_seq[(at_seq["implementation"] == "ours_triton") & (at_seq["pass"] == pass_)].dropna(subset=column)
         others = at_seq[(at_seq["implementation"] != "ours_triton") & (at_seq["pass"] == pass_)].dropna(subset=column)
         if mine.empty or others.empty:
             continue
         best = others.loc[others[column].idxmin()]
-        ms = mine[column].iloc[0]
-        parts.append(
-            f"{label} {num(ms, 3)} ms against {best['implementation']}'s {num(best[column], 3)} ms "
-            f"({num(best[column] / ms)}× the speed)"
+        passes.append(
+            {"label": label, "ms": mine[column].iloc[0], "best": best["implementation"], "best_ms": best[column]}
         )
-    if not parts:
+    return {"seq": int(seq), "column": column, "passes": passes} if passes else None
+
+
+def longest_sequence_sentence(group: pd.DataFrame) -> list[str]:
+    """``at_longest_sequence`` in words."""
+    found = at_longest_sequence(group)
+    if found is None:
         return []
-    how = "" if column == "median_ms" else " (replayed as CUDA graphs)"
+    parts = [
+        f"{p['label']} {num(p['ms'], 3)} ms against {p['best']}'s {num(p['best_ms'], 3)} ms "
+        f"({num(p['best_ms'] / p['ms'])}× the speed)"
+        for p in found["passes"]
+    ]
+    how = "" if found["column"] == "median_ms" else " (replayed as CUDA graphs)"
     return [
-        f"At seq {int(seq)}, ours_triton against the fastest other implementation{how}: " + "; ".join(parts) + ".",
+        f"At seq {found['seq']}, ours_triton against the fastest other implementation{how}: " + "; ".join(parts) + ".",
         "",
     ]
 
 
-def graphed_sentences(group: pd.DataFrame, min_seq: int = 4096) -> list[str]:
-    """How many timed rows the host bounds, and ours against SDPA flash on GPU time from min_seq on."""
+def graphed_counts(group: pd.DataFrame, min_seq: int = 4096) -> dict:
+    """How many timed rows the host bounds (at the rows' threshold), and from ``min_seq`` on, at how
+    many (pass, seq) points ours is at least as fast as SDPA flash on GPU time, with its lowest
+    speed ratio and where (``pairs`` 0 where either did not run there)."""
     timed = group.dropna(subset="graphed_median_ms")
-    bound = timed[timed["host_bound"].astype(bool)]
-    threshold = setting(timed, "host_bound_threshold")
-    out = [
-        f"{len(bound)} of {len(timed)} graphed rows are host-bound (launched median more than {share(threshold)} "
-        "over the replayed one); their launched times measure Python and kernel launches, so the comparisons here use "
-        "the replayed times."
-    ]
+    found = {
+        "timed": len(timed),
+        "bound": int(timed["host_bound"].astype(bool).sum()),
+        "threshold": setting(timed, "host_bound_threshold"),
+        "min_seq": min_seq,
+        "pairs": 0,
+    }
     long = timed[timed["seq"] >= min_seq].pivot_table(
         index=["pass", "seq"], columns="implementation", values="graphed_median_ms"
     )
     if {"ours_triton", "sdpa_flash"} <= set(long.columns):
         pairs = long[["ours_triton", "sdpa_flash"]].dropna()
-        wins = int((pairs["ours_triton"] <= pairs["sdpa_flash"]).sum())
         ratio = pairs["sdpa_flash"] / pairs["ours_triton"]
         (pass_, seq) = ratio.idxmin()
+        found.update(
+            pairs=len(pairs),
+            wins=int((pairs["ours_triton"] <= pairs["sdpa_flash"]).sum()),
+            lowest=ratio.min(),
+            lowest_at=(pass_, int(seq)),
+        )
+    return found
+
+
+def graphed_sentences(group: pd.DataFrame, min_seq: int = 4096) -> list[str]:
+    """``graphed_counts`` in words."""
+    found = graphed_counts(group, min_seq)
+    out = [
+        f"{found['bound']} of {found['timed']} graphed rows are host-bound (launched median more than "
+        f"{share(found['threshold'])} over the replayed one); their launched times measure Python and kernel "
+        "launches, so the comparisons here use the replayed times."
+    ]
+    if found["pairs"]:
+        pass_, seq = found["lowest_at"]
         out.append(
-            f"From seq {min_seq} on, ours is at least as fast as sdpa_flash at {wins} of {len(pairs)} "
-            f"(pass, seq) points; its lowest speed ratio there is {num(ratio.min())}× "
-            f"({PASS_LABELS[pass_]} at seq {int(seq)})."
+            f"From seq {min_seq} on, ours is at least as fast as sdpa_flash at {found['wins']} of {found['pairs']} "
+            f"(pass, seq) points; its lowest speed ratio there is {num(found['lowest'])}× "
+            f"({PASS_LABELS[pass_]} at seq {seq})."
         )
     return [" ".join(out), ""]
 
@@ -247,7 +306,8 @@ def sweep(frame: pd.DataFrame) -> list[str]:
             out += [
                 f"Up to seq {flat_to} each fused kernel "
                 f"({', '.join(sorted(set(FUSED) & set(group['implementation'])))}) "
-                f"stays within 2× its time at seq {int(group['seq'].min())}: at batch 1 those rows time the host "
+                f"stays within {setting(group, 'flat_within'):g}× its time at seq {int(group['seq'].min())}: "
+                "at batch 1 those rows time the host "
                 "(Python, autograd, kernel launches) more than the kernels, which the longer sequences and the "
                 "leaderboard shape compare.",
                 "",

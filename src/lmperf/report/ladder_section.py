@@ -103,19 +103,40 @@ def not_run(point: pd.DataFrame) -> str:
     return f"Not run: {'; '.join(groups)}." if groups else ""
 
 
-def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) -> list[str]:
-    """Computed statements about one (size, context) point; ``kernels`` are its rungs' kernel times."""
-    ran = point[point["status"] == "ok"].set_index("rung", drop=False)
+def point_gains(ran: pd.DataFrame) -> dict:
+    """The speed ratios of one point's rungs that ran (indexed by rung), each (ratio, low, high):
+    the largest single gain on the ladder (``best``, with ``before`` and ``after``), the top rung over
+    the first (``overall``), over the torch stack launched (``anchor``) and replayed (``anchor_graphed``,
+    where the stack replayed too), and where the last rung with a phase split spends its time
+    (``phases``: rung and ms per phase)."""
     ladder = ran[ran["on_ladder"].astype(bool)]
-    ours = ran[ran["attention"] == "flash_triton"] if "attention" in ran else ran.iloc[:0]
-    flash = kernels_sentence(ours, "Our FlashAttention", lambda r: f"`{r['rung']}`")
-    out = [f"- {flash}"] if flash else []
+    found = {}
     if len(ladder) >= 2:
         gains = [
             (speedup(a, b), a["rung"], b["rung"])
             for (_, a), (_, b) in zip(ladder.iloc[:-1].iterrows(), ladder.iloc[1:].iterrows())
         ]
-        (best, low, high), before, after = max(gains, key=lambda g: g[0][0])
+        found["best"], found["before"], found["after"] = max(gains, key=lambda g: g[0][0])
+        found["first"], found["top"] = ladder.iloc[0]["rung"], ladder.iloc[-1]["rung"]
+        found["overall"] = speedup(ladder.iloc[0], ladder.iloc[-1])
+    if not ladder.empty and ANCHOR in ran.index:  # the top rung that ran against the anchor
+        anchor, top = ran.loc[ANCHOR], ladder.iloc[-1]
+        found["top"], found["anchor"] = top["rung"], speedup(anchor, top)
+        replayed = split_ms(anchor.get("graphed_step_times_ms"))
+        if replayed:  # the anchor replayed as a CUDA graph too: GPU time against GPU time
+            found["anchor_graphed"] = ratio_ci(replayed, times(top), paired=False)
+    split = ladder[ladder["optimizer_ms"].notna()] if "optimizer_ms" in ladder else ladder.iloc[:0]
+    if not split.empty:
+        row = split.iloc[-1]
+        found["phases"] = (row["rung"], {k: row[f"{k}_ms"] for k in ("forward", "backward", "optimizer")})
+    return found
+
+
+def gain_sentences(found: dict) -> list[str]:
+    """``point_gains`` in words."""
+    out = []
+    if "best" in found:
+        (best, low, high), before, after = found["best"], found["before"], found["after"]
         if best > 1:
             out.append(f"- Largest single gain: `{after}` over `{before}`, {claim(best, low, high)}.")
         else:
@@ -123,22 +144,28 @@ def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) ->
                 f"- No rung is faster than the one before it; the least slowdown is `{after}` over `{before}`, "
                 f"{claim(best, low, high)}."
             )
-        first, last = ladder.iloc[0], ladder.iloc[-1]
-        out.append(f"- `{last['rung']}` over `{first['rung']}`: {claim(*speedup(first, last))}.")
-    if not ladder.empty and ANCHOR in ran.index:  # the top rung that ran against the anchor
-        anchor, top = ran.loc[ANCHOR], ladder.iloc[-1]
-        out.append(f"- `{top['rung']}` over the torch stack (`{ANCHOR}`, launched): {claim(*speedup(anchor, top))}.")
-        replayed = split_ms(anchor.get("graphed_step_times_ms"))
-        if replayed:  # the anchor replayed as a CUDA graph too: GPU time against GPU time
-            ratio_graphed = ratio_ci(replayed, times(top), paired=False)
-            out.append(f"- `{top['rung']}` over the torch stack replayed as a CUDA graph: {claim(*ratio_graphed)}.")
-    split = ladder[ladder["optimizer_ms"].notna()] if "optimizer_ms" in ladder else ladder.iloc[:0]
-    if not split.empty:
-        row = split.iloc[-1]
-        parts = {k: row[f"{k}_ms"] for k in ("forward", "backward", "optimizer")}
+        out.append(f"- `{found['top']}` over `{found['first']}`: {claim(*found['overall'])}.")
+    if "anchor" in found:
+        out.append(f"- `{found['top']}` over the torch stack (`{ANCHOR}`, launched): {claim(*found['anchor'])}.")
+    if "anchor_graphed" in found:
+        out.append(
+            f"- `{found['top']}` over the torch stack replayed as a CUDA graph: {claim(*found['anchor_graphed'])}."
+        )
+    if "phases" in found:
+        rung, parts = found["phases"]
         total = sum(parts.values())
         shares = ", ".join(f"{k} {num(v, 1)} ms ({pct(v / total, 0)})" for k, v in parts.items())
-        out.append(f"- Where `{row['rung']}`'s time goes (per phase, launched): {shares}.")
+        out.append(f"- Where `{rung}`'s time goes (per phase, launched): {shares}.")
+    return out
+
+
+def point_sentences(point: pd.DataFrame, kernels: pd.DataFrame | None = None) -> list[str]:
+    """Computed statements about one (size, context) point; ``kernels`` are its rungs' kernel times."""
+    ran = point[point["status"] == "ok"].set_index("rung", drop=False)
+    ladder = ran[ran["on_ladder"].astype(bool)]
+    ours = ran[ran["attention"] == "flash_triton"] if "attention" in ran else ran.iloc[:0]
+    flash = kernels_sentence(ours, "Our FlashAttention", lambda r: f"`{r['rung']}`")
+    out = ([f"- {flash}"] if flash else []) + gain_sentences(point_gains(ran))
     out += optimizer_sentences(ran)
     if not ladder.empty:
         out += roofline_sentences(ladder.iloc[-1], kernels)
@@ -186,7 +213,6 @@ def roofline_sentences(top: pd.Series, kernels: pd.DataFrame | None = None) -> l
     ]
 
 
-AT_THE_LIMIT = 0.97  # of the power limit: the driver lowers the SM clock to hold the board there
 POWER_CAP, THERMAL = 0x4, 0x8 | 0x20 | 0x40  # clock-event reasons: SW power cap; HW slowdown, SW and HW thermal
 
 
@@ -199,40 +225,60 @@ def settle_seconds(rows: pd.DataFrame) -> float:
     return float("nan")
 
 
-def power_sentences(ran: pd.DataFrame) -> list[str]:
+def power_state(ran: pd.DataFrame) -> dict | None:
     """The SM clock and board power during each rung's replay (nvidia-smi's medians): at the power
     limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md).
 
-    Which replays the limit held: where the rows carry nvidia-smi's clock-event reasons, those that
-    saw the power cap's bit; else those whose power, in their hottest turn, came within
-    ``AT_THE_LIMIT`` of it (a pooled median hides a turn at the limit)."""
+    Which replays the limit held (``capped`` of ``replays``): where the rows carry nvidia-smi's
+    clock-event reasons (``by_reasons``), those that saw the power cap's bit (and ``hot``, a thermal
+    one); else those whose power, in their hottest turn, reached the rows' ``power_limit_share`` of
+    it, where the driver lowers the SM clock to hold the board (a pooled median hides a turn at the
+    limit)."""
     sampled = ran[ran["replay_sm_clock_mhz"].notna()] if "replay_sm_clock_mhz" in ran else ran.iloc[:0]
     if sampled.empty:
-        return []
-    each = "; ".join(
-        f"`{r.rung}` {num(r.replay_sm_clock_mhz, 0)} MHz at {num(r.replay_power_w, 0)} W" for r in sampled.itertuples()
-    )
-    limit = sampled["replay_power_limit_w"].median()
-    turned = "replay_turns" in sampled and (sampled["replay_turns"] > 1).any()
+        return None
+    found = {
+        "each": [(r.rung, r.replay_sm_clock_mhz, r.replay_power_w) for r in sampled.itertuples()],
+        "replays": len(sampled),
+        "limit_w": sampled["replay_power_limit_w"].median(),
+        "turned": bool("replay_turns" in sampled and (sampled["replay_turns"] > 1).any()),
+        "settle_s": settle_seconds(sampled),
+        "in_blocks": in_blocks(sampled),
+    }
     reasons = sampled.get("replay_clock_event_reasons")
     if reasons is not None and reasons.map(lambda v: isinstance(v, str) and v.startswith("0x")).all():
         masks = reasons.map(lambda v: int(v, 16))
         capped, hot = int(((masks & POWER_CAP) != 0).sum()), int(((masks & THERMAL) != 0).sum())
-        verdict = f"{capped} of {len(sampled)} replays had their clock held by the power cap (reason 0x4 in a sample)"
-        verdict += f", {hot} by a thermal limit" if hot else ""
+        return {**found, "by_reasons": True, "capped": capped, "hot": hot}
+    hottest = [max(split_ms(r.get("replay_turn_power_w")) or [r["replay_power_w"]]) for _, r in sampled.iterrows()]
+    share_of_limit = setting(sampled, "power_limit_share")
+    capped = sum(w >= share_of_limit * found["limit_w"] for w in hottest)
+    return {**found, "by_reasons": False, "capped": capped, "power_limit_share": share_of_limit}
+
+
+def power_sentences(ran: pd.DataFrame) -> list[str]:
+    """``power_state`` in words."""
+    found = power_state(ran)
+    if found is None:
+        return []
+    each = "; ".join(f"`{rung}` {num(mhz, 0)} MHz at {num(w, 0)} W" for rung, mhz, w in found["each"])
+    capped, replays = found["capped"], found["replays"]
+    if found["by_reasons"]:
+        verdict = f"{capped} of {replays} replays had their clock held by the power cap (reason 0x4 in a sample)"
+        verdict += f", {found['hot']} by a thermal limit" if found["hot"] else ""
     else:
-        hottest = [max(split_ms(r.get("replay_turn_power_w")) or [r["replay_power_w"]]) for _, r in sampled.iterrows()]
-        capped = sum(w >= AT_THE_LIMIT * limit for w in hottest)
         verdict = (
-            f"{capped} of {len(sampled)} replays ran at the power limit (≥ {pct(AT_THE_LIMIT, 0)} of it)"
+            f"{capped} of {replays} replays ran at the power limit (≥ {share(found['power_limit_share'])} of it)"
             if capped
             else "no replay reached the power limit"
         )
-        verdict += " in any turn" if turned else ""
-    pooled = ", pooled over each rung's turns" if turned else ""
-    heading = f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(limit, 0)} W)"
-    settle = settle_seconds(sampled)
-    each_block = "Each block, launched or replayed," if in_blocks(sampled) else "Each replay"
+        verdict += " in any turn" if found["turned"] else ""
+    pooled = ", pooled over each rung's turns" if found["turned"] else ""
+    heading = (
+        f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(found['limit_w'], 0)} W)"
+    )
+    settle = found["settle_s"]
+    each_block = "Each block, launched or replayed," if found["in_blocks"] else "Each replay"
     held = f" {each_block} ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
     return [f"- {heading}: {each}. {verdict}.{held}"]
 

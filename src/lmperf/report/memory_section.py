@@ -268,7 +268,8 @@ def _largest(rows: pd.DataFrame, allocations: pd.DataFrame) -> list[str]:
     ].head(10)
     unnamed = int((pick["what"].fillna("") == "").sum()) if "what" in pick else len(pick)
     return [
-        f"Largest allocations (top 10% by size; first ten) of {biggest['mode']}, {biggest['precision']}, "
+        f"Largest allocations (top {share(setting(allocations, 'largest_share'))} by size; first ten) of "
+        f"{biggest['mode']}, {biggest['precision']}, "
         f"context {int(biggest['context_length'])}, over all recorded steps. *What* is named by shape "
         "(a size equal to the bytes of one tensor the step makes, at an element width) and, for "
         "parameter-sized blocks, by the phase that made them; *made by* is the innermost frame of our code "

@@ -9,7 +9,7 @@ import pandas as pd
 from lmperf.log import to_stderr
 from lmperf.measure.rows import atomic_path
 from lmperf.registry import STUDIES, sections
-from lmperf.report import comm_section, cost, ddp_section, e2e_section, memory_section, profile_section, summary
+from lmperf.report import cost, summary
 from lmperf.report.markdown import num
 
 
@@ -26,37 +26,22 @@ def not_in_grid(section: str, key: str) -> str:
     return f"## {section}\n\nNot in this run's grid (`{key}` is empty).\n"
 
 
+def render_only(results: Path, studies: tuple[str, ...]) -> str:
+    """The sections of ``studies`` alone, in the report's order, for a run that measured only those."""
+    run = [study for study in sections() if study.name in studies]
+    frames = {name: read(results / f"{name}.csv") for study in run for name in study.reads}
+    return "\n".join(section(study, frames) for study in run)
+
+
 def render_timing(results: Path) -> str:
-    """The sections of the timing studies alone (e2e with warm-up, profiling), for a run that measured
-    only those: ``--timing-only``."""
-    e2e = read(results / "e2e.csv")
-    return "\n".join(
-        [
-            e2e_section.render(e2e, read(results / "warmup.csv")),
-            profile_section.render(read(results / "profile.csv"), read(results / "profile_timing.csv"), e2e),
-        ]
-    )
+    """The sections of the timing studies alone (e2e with warm-up, profiling): ``--timing-only``."""
+    return render_only(results, ("e2e", "profile"))
 
 
 def render_memory_comm(results: Path) -> str:
     """The memory, communication and data-parallel sections alone, for a run that measured only
     those (and the e2e points memory is cross-checked against): ``--memory-comm-only``."""
-    fits, sweep = read(results / "comm_fit.csv"), read(results / "allreduce.csv")
-    return "\n".join(
-        [
-            memory_section.render(
-                read(results / "memory.csv"), read(results / "memory_allocations.csv"), read(results / "e2e.csv")
-            ),
-            comm_section.render(sweep, fits),
-            ddp_section.render(
-                read(results / "ddp_train.csv"),
-                read(results / "ddp" / "sharding.csv"),
-                fits,
-                read(results / "ddp" / "timeline.csv"),
-                sweep,
-            ),
-        ]
-    )
+    return render_only(results, ("memory", "allreduce", "ddp"))
 
 
 def provenance(frames: list[pd.DataFrame], jobs: pd.DataFrame) -> str:

@@ -5,6 +5,7 @@ import re
 
 import pandas as pd
 
+from lmperf import grid
 from lmperf.measure.settings import setting
 from lmperf.measure.stats import resolved
 from lmperf.report import cost
@@ -48,9 +49,9 @@ def step_time(e2e: pd.DataFrame) -> str | None:
         f"({num(pick['params'] / 1e6, 1)} M parameters) at context {pick['context_length']}, batch "
         f"{pick['batch_size']}, {pick['precision']} {pick['compile']}."
     )
-    for column, slow, fast, what in (
-        ("precision", "fp32", "bf16", "bf16 autocast"),
-        ("compile", "eager", "compiled", "torch.compile"),
+    for column, (slow, fast), what in (  # each list's baseline first
+        ("precision", grid.PRECISIONS, "bf16 autocast"),
+        ("compile", grid.COMPILE_MODES, "torch.compile"),
     ):
         gains = speedup(rows, column, slow, fast, value)
         if len(gains):

@@ -102,7 +102,7 @@ def implementations(compile_ours: bool = False) -> dict:
     torch._functorch.config.donated_buffer = False
     compiled_naive = torch.compile(naive_attention)
     ours = torch.compile(FlashAttentionTriton.apply) if compile_ours else FlashAttentionTriton.apply
-    return {
+    runs = {
         "ours_triton": lambda q, k, v, c: ours(q, k, v, c),
         "ours_pytorch": lambda q, k, v, c: FlashAttentionPyTorch.apply(q, k, v, c),
         "naive": lambda q, k, v, c: naive_attention(q, k, v, is_causal=c),
@@ -111,6 +111,9 @@ def implementations(compile_ours: bool = False) -> dict:
         "sdpa_cudnn": _sdpa(SDPBackend.CUDNN_ATTENTION),
         "fa4": _fa4(),
     }
+    if tuple(runs) != grid.FLASH_IMPLEMENTATIONS:  # the names a grid may list, each with what runs it
+        raise RuntimeError(f"flash implementations {list(runs)}, lmperf.grid {list(grid.FLASH_IMPLEMENTATIONS)}")
+    return runs
 
 
 @phase("timed")
@@ -386,6 +389,13 @@ def main(argv=None) -> None:
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--seq-lengths", type=int_list, default=[128, 1024])
     p.add_argument("--implementations", default="ours_triton,sdpa_flash,sdpa_cudnn")
+    p.add_argument(
+        "--flat-within",
+        type=float,
+        default=2.0,
+        help="sweep: written on the rows for the report, which calls a fused kernel's launched times flat (the "
+        "host's) up to the sequence where they pass this multiple of its time at the shortest",
+    )
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     study = f"flash_{args.experiment}"
@@ -405,6 +415,8 @@ def main(argv=None) -> None:
         rows = sweep_rows(
             args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","), args.warmup_ms, args.rep_ms
         )
+    if args.experiment == "sweep":
+        rows = [{**row, "flat_within": args.flat_within} for row in rows]
     write_rows(rows, args.out)
 
 

@@ -755,6 +755,13 @@ def main(argv=None) -> None:
         default=0.02,
         help="target written on the checked rows: each bf16 rung's loss within this share of the loss drop",
     )
+    p.add_argument(
+        "--power-limit-share",
+        type=float,
+        default=0.97,
+        help="written on the checked rows for the report: a replay whose power reaches this share of the board's "
+        "limit counts as held by it, where nvidia-smi reports no clock-event reasons",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument(
         "--part",
@@ -795,6 +802,7 @@ def main(argv=None) -> None:
     if args.part != "timed":
         for row in rows:
             row["loss_tolerance"] = args.loss_tolerance
+            row["power_limit_share"] = args.power_limit_share
     write_rows(rows, args.out)
 
 
