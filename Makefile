@@ -42,13 +42,16 @@ bench-dag: env
 	@bash -c 'TIMEFORMAT="full-grid DAG, dry run: %R s"; time $(BIN)/snakemake -n --config grid=full > /dev/null'
 	@bash -c 'TIMEFORMAT="no-op rerun of the default grid: %R s"; time $(BIN)/snakemake --cores 1 2>&1 | grep -q "Nothing to be done"'
 
-# Copy a finished run (made by the pipeline, on real hardware) to report/reference/$(GPU)/.
+# Copy a finished run (made by the pipeline, on real hardware) to report/reference/$(GPU)/: the report,
+# its figures and the CSVs it is rendered from. Only those files are replaced; the folder's other files
+# (a README, earlier slices) stay for you to keep or remove.
 reference:
 	test -f report/final.md
-	rm -rf report/reference/$(GPU) && mkdir -p report/reference/$(GPU)
+	mkdir -p report/reference/$(GPU)/precision
+	rm -rf report/reference/$(GPU)/figures
 	cp -r report/final.md report/figures report/reference/$(GPU)/
-	cp results/*.csv results/flash/leaderboard.csv results/ddp/sharding.csv report/reference/$(GPU)/
-	mkdir -p report/reference/$(GPU)/precision && cp results/precision/*.csv report/reference/$(GPU)/precision/
+	cp results/*.csv results/flash/leaderboard.csv results/ddp/sharding.csv results/ddp/timeline.csv report/reference/$(GPU)/
+	cp results/precision/*.csv report/reference/$(GPU)/precision/
 
 clean:
 	rm -rf results logs benchmarks report/final.md report/figures .snakemake

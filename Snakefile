@@ -1,4 +1,4 @@
-# lmperf: snakemake --cores 1 report/final.md
+# lmperf: snakemake --cores all   (the default target: the report and every file it is made from)
 #
 # `snakemake --lint` leaves two findings, both on purpose (tests/test_lint.py holds it to these):
 # - "Specify a conda environment or container for each rule": every job runs in the environment

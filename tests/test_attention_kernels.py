@@ -112,3 +112,11 @@ def test_the_flash_section_names_the_kernels_ours_ran():
 def test_rows_written_before_the_column_name_no_kernels():
     rows = flash_rows({(1024, "forward"): "triton"}).drop(columns="attention_kernel")
     assert kernels_sentence(rows, "Ours", lambda r: r["pass"]) == ""
+
+
+@pytest.mark.parametrize("result", ["e2e", "ladder", "flash/leaderboard", "flash_sweep"])
+def test_the_rows_that_name_the_kernel_declare_it(result):
+    """The report reads ``attention_kernel`` from these results' rows: their study declares it."""
+    from lmperf import registry
+
+    assert registry.declared(result)["attention_kernel"] is str

@@ -104,3 +104,11 @@ def test_the_report_imports_no_study():
                 else []
             )
             assert not any(n.startswith("lmperf.studies") for n in names), path.name
+
+
+def test_each_section_is_headed_by_its_declared_title():
+    """The registry's title is the heading a section writes, and the one a study left out of the grid
+    gets: one name for a study, not two."""
+    frames = {name: render.read(SMOKE / f"{name}.csv") for study in registry.sections() for name in study.reads}
+    for study in registry.sections():
+        assert render.section(study, frames).startswith(f"## {study.title}\n"), study.name

@@ -98,7 +98,7 @@ def test_leaderboard_section_states_the_measured_ratios():
 
 
 def test_leaderboard_section_states_the_flop_convention_its_rates_use():
-    """The section says how TFLOP/s count (#21 item 5), and its table's rates follow that count."""
+    """The section says how TFLOP/s count, and its table's rates follow that count."""
     from lmperf.measure.attention_flops import attention_flops
 
     text = flash_section.render(leaderboard_frame(), sweep_frame())

@@ -30,7 +30,7 @@ def _version(package: str) -> str:
 def git_commit() -> str:
     """HEAD of the checkout the code runs from, with '-dirty' when tracked files differ from it.
 
-    A copy of the tree without .git (a cluster node, a lent GPU box) takes it from $LMPERF_COMMIT.
+    A copy of the tree without .git (a cluster node, a GPU machine the tree was copied to) takes it from $LMPERF_COMMIT.
     """
     if os.environ.get("LMPERF_COMMIT"):
         return os.environ["LMPERF_COMMIT"]
