@@ -492,7 +492,8 @@ def agreement(ladder: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
         "",
         table(shown),
         "",
-        f"Over the {plural(len(pairs), 'train step')} both studies time, they differ by at most {pct(abs(worst['ratio'] - 1))}: "
+        f"Over the {plural(len(pairs), 'train step')} both studies time, they differ by at most "
+        f"{pct(abs(worst['ratio'] - 1))}: "
         f"rung `{worst['rung']}` at {worst['size']}, context {worst['context_length']}, takes "
         f"{ratio(worst['ratio'])} e2e's time ({worst['timing']}).",
         "",
