@@ -102,6 +102,12 @@ def test_predicted_exposed_communication():
     assert predict_exposed(f"bucketed-{800 / 2**20}", sizes, backward, cost) == pytest.approx(14)
     # one bucket: ready at 8, ends at 8 + 17
     assert predict_exposed("bucketed-1", sizes, backward, cost) == pytest.approx(17)
+    # the same two buckets all-reduced in bf16: 400 bytes each on the wire, 5 s each: ends at 9, 14
+    assert predict_exposed(f"bucketed-{800 / 2**20}-bf16", sizes, backward, cost) == pytest.approx(6)
+    # one bf16 bucket: 800 bytes on the wire, ready at 8, ends at 8 + 9
+    assert predict_exposed("bucketed-1-bf16", sizes, backward, cost) == pytest.approx(9)
+    with pytest.raises(ValueError, match="no model"):
+        predict_exposed("torch_ddp-bf16", sizes, backward, cost)
 
 
 def test_swept_cost_interpolates_the_medians_and_extends_the_largest_sizes_slope():

@@ -210,7 +210,7 @@ def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
         "results/e2e/nano/fp32-eager.csv": ("e2e", 1),
         "results/precision/layernorm.csv": ("precision", 0),
         "results/allreduce/gloo-n2.csv": ("allreduce", 0),
-        "results/ddp/sharding.csv": ("ddp_sharding", 2),
+        "results/ddp/sharding-n2.csv": ("ddp_sharding", 2),
     }
     before = set(slurm_jobs(cluster))
     # the GPU profile as it is, on the smoke grid (the studies fall back to the CPU)

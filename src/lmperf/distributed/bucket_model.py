@@ -16,7 +16,8 @@ linearly in bytes between the measured sizes (``swept_cost``), so the model stil
 which cost it used. Buckets are formed exactly as DDPBucketed forms them
 (``lmperf.distributed.ddp.make_buckets``, reverse parameter order); backward produces gradient
 bytes at a steady rate over the measured backward time, so a bucket is ready when its last
-parameter's gradient is; all-reduces run one after another on one stream.
+parameter's gradient is; all-reduces run one after another on one stream. A bucket all-reduced in
+bf16 (``bucketed-<MB>-bf16``) carries half its fp32 bytes.
 
     python -m lmperf.distributed.bucket_model --allreduce results/allreduce.csv --out results/comm_fit.csv
 """
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lmperf.distributed.ddp import make_buckets
+from lmperf.distributed.ddp import bucketed_settings, make_buckets
 from lmperf.measure.rows import write_csv_atomic
 
 MIN_R2 = 0.95
@@ -132,17 +133,19 @@ def predict_exposed(variant: str, parameter_bytes: list[int], backward_s: float,
         return sum(cost(n) for n in parameter_bytes)
     if variant == "flat":  # one all-reduce of everything after backward
         return cost(total)
-    bucket_mb = {"individual": 0.0}.get(variant)
-    if bucket_mb is None and variant.startswith("bucketed-"):
-        bucket_mb = float(variant.split("-", 1)[1])
-    if bucket_mb is None:
+    if variant == "individual":
+        bucket_mb, comm_dtype = 0.0, None
+    elif variant.startswith("bucketed-"):
+        bucket_mb, comm_dtype = bucketed_settings(variant)
+    else:
         raise ValueError(f"no model for variant {variant!r}")
     sizes = bucket_bytes(parameter_bytes, bucket_mb)
     done, ready = 0, []
     for nbytes in sizes:  # reverse order: backward makes the last parameters' gradients first
         done += nbytes
         ready.append(backward_s * done / total)
-    return serial_exposed(ready, sizes, backward_s, cost)
+    wire = comm_dtype.itemsize / 4 if comm_dtype is not None else 1.0  # fp32 gradients, sent as comm_dtype
+    return serial_exposed(ready, [round(n * wire) for n in sizes], backward_s, cost)
 
 
 def main(argv=None) -> None:

@@ -3,7 +3,8 @@
 A claim such as "host-bound" or "within the CI target" depends on a setting of the run: the adaptive
 timer's target CI half-width (``ci_halfwidth``), the host-bound threshold (``host_bound_threshold``),
 the untimed hold before timing (``settle_seconds``), or a target the study checks against (e.g.
-``e2e_agreement``, ``loss_tolerance``). The study writes each onto its rows, and the report reads
+``e2e_agreement``, ``loss_tolerance``, the DDP study's ``bucket_model_factor`` and
+``sharding_saved_share``). The study writes each onto its rows, and the report reads
 them back with ``setting``.
 
 Rows written before a column existed were all made with one value of it: ``MADE_WITH`` records
@@ -19,6 +20,8 @@ MADE_WITH = {
     "e2e_agreement": 0.05,
     "loss_tolerance": 0.02,
     "physics_slack": 0.02,
+    "bucket_model_factor": 2.0,
+    "sharding_saved_share": 0.9,
 }
 
 
