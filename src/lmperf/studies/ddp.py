@@ -18,6 +18,9 @@ excludes 1 or ``--max-seconds`` are spent; all ranks stop together. A step's tim
 rank's. Per step, CUDA events time backward and the wait for the gradient all-reduce after it
 (``sync``), so "backward runs slower beside NCCL" is measured, not inferred. Rows carry every
 step's time, so the report can bootstrap any difference (exposed communication = step − local).
+Two variants all-reduce in bf16, half the bytes: ``bucketed-25-bf16`` (ours, in torch DDP's default
+25 MB buckets, so against torch's hook only the implementation differs) and ``torch_ddp-bf16``
+(torch DDP with torch's ``bf16_compress_hook``).
 
 **Sharding.** The train step with torch.optim.AdamW, unsharded and sharded (ShardedOptimizer), each
 adaptive: the step and the optimizer step alone with their CIs, the sharded optimizer's local update
