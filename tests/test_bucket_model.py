@@ -11,6 +11,7 @@ from lmperf.distributed import make_buckets
 from lmperf.distributed.bucket_model import (
     bucket_bytes,
     fit_allreduce,
+    fit_contention,
     fit_overhead_bandwidth,
     fitted_cost,
     predict_exposed,
@@ -102,6 +103,12 @@ def test_predicted_exposed_communication():
     assert predict_exposed(f"bucketed-{800 / 2**20}", sizes, backward, cost) == pytest.approx(14)
     # one bucket: ready at 8, ends at 8 + 17
     assert predict_exposed("bucketed-1", sizes, backward, cost) == pytest.approx(17)
+    # the same two buckets all-reduced in bf16: 400 bytes each on the wire, 5 s each: ends at 9, 14
+    assert predict_exposed(f"bucketed-{800 / 2**20}-bf16", sizes, backward, cost) == pytest.approx(6)
+    # one bf16 bucket: 800 bytes on the wire, ready at 8, ends at 8 + 9
+    assert predict_exposed("bucketed-1-bf16", sizes, backward, cost) == pytest.approx(9)
+    with pytest.raises(ValueError, match="no model"):
+        predict_exposed("torch_ddp-bf16", sizes, backward, cost)
 
 
 def test_swept_cost_interpolates_the_medians_and_extends_the_largest_sizes_slope():
@@ -115,3 +122,52 @@ def test_swept_cost_interpolates_the_medians_and_extends_the_largest_sizes_slope
     assert predict_exposed("bucketed-1", sizes, 8.0, swept_cost(sizes, [line(n) for n in sizes])) == pytest.approx(
         predict_exposed("bucketed-1", sizes, 8.0, line)
     )
+
+
+def test_contention_slows_the_backward_per_byte_in_flight():
+    sizes, backward = [400, 400, 400, 400], 8.0
+    cost = fitted_cost(1.0, 100.0)  # 5 s per parameter's all-reduce
+    assert predict_exposed("individual", sizes, backward, cost, contention=0.0) == pytest.approx(14)
+    # 0.01 s per byte: all-reduces start at 2 and 7 inside 8 s -> backward 16 s; ready at 4, 8, 12, 16, they
+    # start at 4, 9, 14, 19: three inside -> 20 s; ready at 5, 10, 15, 20, they start there: still three.
+    # The last ends at 25, 17 s after the 8 s a backward takes alone.
+    assert predict_exposed("individual", sizes, backward, cost, contention=0.01) == pytest.approx(17)
+    # after backward, nothing runs beside compute: naive and flat are untouched
+    assert predict_exposed("naive", sizes, backward, cost, contention=0.01) == pytest.approx(20)
+    # bf16 halves the bytes in flight as well as on the wire: 200 B, 3 s each; at 0.01 s per byte the
+    # backward grows 8 -> 12 (two inside) -> 14 (three inside), ready at 3.5, 7, 10.5, 14: ends at 17
+    per_parameter_bf16 = f"bucketed-{400 / 2**20}-bf16"
+    assert predict_exposed(per_parameter_bf16, sizes, backward, cost) == pytest.approx(6)
+    assert predict_exposed(per_parameter_bf16, sizes, backward, cost, contention=0.01) == pytest.approx(9)
+
+
+def _kernels(variant, kind, spans, device="GPU A"):
+    return [
+        {"variant": variant, "kind": kind, "start_ms": start, "duration_ms": length, "stream": 7 if kind == "compute"
+         else 9, "device_name": device, "world_size": 2, "status": "ok"}
+        for start, length in spans
+    ]  # fmt: skip
+
+
+def test_contention_is_fitted_from_the_timelines_or_refused_with_the_reason():
+    # naive: 10 ms of compute, all-reduces after it; individual: the same kernels take 12 ms, and 2 of
+    # its 4 ms of all-reduce run beside them: half of 1000 gradient bytes in flight cost 2 ms
+    alone = _kernels("naive", "compute", [(0, 6), (6, 4)]) + _kernels("naive", "communication", [(10, 4)])
+    beside = _kernels("individual", "compute", [(0, 7), (7, 5)]) + _kernels(
+        "individual", "communication", [(10, 2), (12, 2)]
+    )
+    fit = fit_contention(pd.DataFrame(alone + beside), gradient_bytes=1000)
+    assert fit["status"] == "ok" and fit["bytes_in_flight"] == pytest.approx(500)
+    assert fit["seconds_per_byte"] == pytest.approx(2e-3 / 500)
+
+    def why(rows):
+        fit = fit_contention(pd.DataFrame(rows), gradient_bytes=1000)
+        assert fit["status"] == "refused" and math.isnan(fit["seconds_per_byte"])
+        return fit["note"]
+
+    assert why(beside) == "no timeline of naive"
+    assert "several machines" in why(alone + _kernels("individual", "compute", [(0, 12)], device="GPU B") + beside)
+    after = _kernels("individual", "compute", [(0, 12)]) + _kernels("individual", "communication", [(12, 4)])
+    assert why(alone + after) == "no all-reduce of individual ran beside compute"
+    faster = _kernels("individual", "compute", [(0, 9)]) + _kernels("individual", "communication", [(5, 4)])
+    assert why(alone + faster) == "compute of individual no slower than of naive: no contention to fit"

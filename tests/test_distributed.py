@@ -1,17 +1,18 @@
 """DDP variants and the sharded optimizer on CPU with gloo, 2 processes, against single-process training."""
 
+import functools
 import time
 
+import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from lmperf import grid
 from lmperf.distributed import (
     DDPBucketed,
-    DDPFlat,
     DDPIndividualParameters,
-    DDPNaive,
     ShardedOptimizer,
     make_buckets,
     run_workers,
@@ -51,18 +52,18 @@ class TiedModel(nn.Module):
 
 
 MODELS = {"toy": ToyModel, "tied": TiedModel}
-VARIANTS = {
-    "naive": DDPNaive,
-    "flat": DDPFlat,
-    "individual": DDPIndividualParameters,
+VARIANTS = {  # bucket layouts beyond the study's (its variants, naive to torch_ddp, are STUDIED)
     "bucketed_one": lambda m: DDPBucketed(m, bucket_size_mb=None),
     "bucketed_two": lambda m: DDPBucketed(m, bucket_size_mb=2800 / 2**20),  # 2800 bytes: two buckets for the toy model
     "bucketed_per_tensor": lambda m: DDPBucketed(m, bucket_size_mb=1e-9),
     "bucketed_bf16": lambda m: DDPBucketed(m, bucket_size_mb=2800 / 2**20, comm_dtype=torch.bfloat16),
 }
+# Every variant the DDP study runs, wrapped as it wraps them (local, which synchronizes nothing, aside).
+STUDIED = [v for v in grid.DDP_VARIANTS if v != "local"]
 # Variants that communicate in a narrower dtype than the gradients: they train like one process within
 # that dtype's rounding, not to float32's.
-COMPRESSED = {"bucketed_bf16": {"rtol": 2e-2, "atol": 2e-3}}
+BF16_TOLERANCE = {"rtol": 2e-2, "atol": 2e-3}
+COMPRESSED = {"bucketed_bf16", *(v for v in STUDIED if v.endswith("-bf16"))}
 
 
 def batch(model_name: str):
@@ -91,8 +92,11 @@ def train_single(model_name: str) -> dict:
 
 
 def _train_ddp(rank, world, results_dir):
+    from lmperf.studies.ddp import wrap as study_wrap
+
+    as_studied = {v: functools.partial(study_wrap, v, device=torch.device("cpu")) for v in STUDIED}
     for model_name in MODELS:
-        for variant, wrap in VARIANTS.items():
+        for variant, wrap in {**VARIANTS, **as_studied}.items():
             torch.manual_seed(0 if rank == 0 else 99)  # other ranks start elsewhere: DDP must broadcast
             model = wrap(MODELS[model_name]())
             opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
@@ -103,7 +107,8 @@ def _train_ddp(rank, world, results_dir):
                     model.on_train_batch_start()
                 opt.zero_grad()
                 loss_fn(model_name, model(x[shard]), y[shard]).backward()
-                model.finish_gradient_synchronization()
+                if hasattr(model, "finish_gradient_synchronization"):  # torch's DDP synchronizes in backward
+                    model.finish_gradient_synchronization()
                 opt.step()
             state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
             torch.save(state, results_dir / f"{model_name}-{variant}-rank{rank}.pt")
@@ -117,10 +122,10 @@ def ddp_results(tmp_path_factory):
 
 
 @pytest.mark.parametrize("model_name", MODELS)
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", [*VARIANTS, *STUDIED])
 def test_ddp_matches_single_process_training(ddp_results, model_name, variant):
     expected = train_single(model_name)
-    tolerance = COMPRESSED.get(variant, {"rtol": 1e-5, "atol": 1e-6})
+    tolerance = BF16_TOLERANCE if variant in COMPRESSED else {"rtol": 1e-5, "atol": 1e-6}
     ranks = [torch.load(ddp_results / f"{model_name}-{variant}-rank{rank}.pt") for rank in range(WORLD)]
     for rank, got in enumerate(ranks):
         assert got.keys() == expected.keys()
@@ -242,3 +247,22 @@ def test_torchrun_starts_ranks_on_one_machine_or_one_per_node():
     assert "--rdzv_endpoint=gpu07:29400" in multi and "--rdzv_id=42" in multi and multi[-3:] == program
     with pytest.raises(SystemExit, match="do not split evenly"):
         command(3, program, env=slurm, head=lambda nodelist: "gpu07")
+
+
+@pytest.mark.parametrize("experiment", ["train", "sharding", "timeline"])
+def test_a_world_size_short_of_gpus_writes_a_skipped_row(experiment, tmp_path, monkeypatch):
+    """On CUDA each rank needs a GPU: four ranks where two are visible is a row saying so, not a failure
+    and not a silent fall back to CPU processes."""
+    from lmperf.studies import ddp as study
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "0")
+    out = tmp_path / f"{experiment}-n4.csv"
+    study.main([experiment, "--device", "cuda", "--size", "nano", "--global-batch", "16", "--out", str(out)])
+    (row,) = pd.read_csv(out).to_dict("records")
+    assert (row["study"], row["world_size"], row["status"]) == (f"ddp_{experiment}", 4, "skipped")
+    assert row["note"] == "needs 4 GPUs, 2 visible" and row["backend"] == "nccl"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert study.ranks_short(study.parse_args([experiment, "--device", "cuda", "--out", str(out)]), 4) is None
+    assert study.ranks_short(study.parse_args([experiment, "--device", "cpu", "--out", str(out)]), 8) is None

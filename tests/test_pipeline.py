@@ -180,7 +180,7 @@ def test_full_grid_dag(tmp_path):
     # e2e: 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts and 3 attentions;
     # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
-    # DDP: 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
+    # DDP: 2 and 4 ranks, each 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
     # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
     assert jobs == {
         "e2e": 20,
@@ -194,12 +194,12 @@ def test_full_grid_dag(tmp_path):
         "flash_sweep": 8,
         "allreduce": 6,
         "attention_sweep": 8,
-        "ddp_train": 2,
-        "ddp_sharding": 1,
-        "ddp_timeline": 1,
+        "ddp_train": 4,
+        "ddp_sharding": 2,
+        "ddp_timeline": 2,
         "memory": 12,
         "profile": 40,
-        "aggregate": 13,
+        "aggregate": 15,
         "e2e_figures": 1,
         "ladder_figures": 1,
         "flash_figures": 1,

@@ -210,7 +210,7 @@ def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
         "results/e2e/nano/fp32-eager.csv": ("e2e", 1),
         "results/precision/layernorm.csv": ("precision", 0),
         "results/allreduce/gloo-n2.csv": ("allreduce", 0),
-        "results/ddp/sharding.csv": ("ddp_sharding", 2),
+        "results/ddp/sharding-n2.csv": ("ddp_sharding", 2),
     }
     before = set(slurm_jobs(cluster))
     # the GPU profile as it is, on the smoke grid (the studies fall back to the CPU)
@@ -227,11 +227,16 @@ def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
 
 
 def test_the_gpu_profile_asks_for_the_full_grids_ddp_ranks():
-    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
-    world = yaml.safe_load((ROOT / "config.yaml").read_text())["grids"]["full"]["ddp"]["world_size"]
-    assert [profile["set-resources"][rule]["gpu"] for rule in ("ddp_train", "ddp_sharding", "ddp_timeline")] == [
-        world
-    ] * 3
+    """Each DDP job asks Slurm for a GPU per rank, at every world size of the full grid."""
+    from types import SimpleNamespace
+
+    from lmperf.registry import rule_resources
+
+    worlds = yaml.safe_load((ROOT / "config.yaml").read_text())["grids"]["full"]["ddp"]["world_sizes"]
+    assert worlds == [2, 4]
+    declared = rule_resources()
+    for rule in ("ddp_train", "ddp_sharding", "ddp_timeline"):
+        assert [declared[rule]["gpu"](SimpleNamespace(world=str(n))) for n in worlds] == worlds, rule
     cpu = yaml.safe_load((ROOT / "profiles/slurm-cpu/config.yaml").read_text())
     assert "gpu" not in str(cpu["default-resources"]) + str(cpu["set-resources"])
 

@@ -22,6 +22,8 @@ DDP_VARIANTS = (  # local first, the anchor (torch's DDP) last: the report's ord
     "bucketed-10",
     "bucketed-100",
     "bucketed-1000",
+    "bucketed-25-bf16",  # ours, buckets of torch DDP's default 25 MB, all-reduced in bf16
+    "torch_ddp-bf16",  # torch DDP with torch's own bf16_compress_hook
     "torch_ddp",
 )
 PRECISION_EXPERIMENTS = ("accumulation", "autocast", "layernorm")

@@ -81,6 +81,15 @@ SETTINGS = {"ci_halfwidth": float, "host_bound_threshold": float, "settle_second
 GPU_JOB = {"gpu": 1, "mem_mb": 64000, "cpus_per_task": 8}
 
 
+# What a data-parallel job asks of Slurm: a GPU per rank (its target names the world size), and CPU
+# cores for the ranks' host work.
+DDP_JOB = {
+    "gpu": lambda wildcards: int(wildcards.world),
+    "cpus_per_task": lambda wildcards: max(8, 4 * int(wildcards.world)),
+    "mem_mb": 128000,
+}
+
+
 def allreduce_gpus(backend, world) -> int:
     """GPUs an all-reduce job uses: one per rank for NCCL, none for gloo's CPU ranks."""
     return int(world) if backend == "nccl" else 0
@@ -442,26 +451,32 @@ STUDIES = {
             "ddp",
             rule_file="distributed.smk",
             config="ddp",
-            # gpu: the rules ask for ddp.world_size GPUs, one per rank
             rules={
-                "ddp_train": {"runtime": 30, "mem_mb": 128000, "cpus_per_task": 8},
-                "ddp_sharding": {"runtime": 20, "mem_mb": 128000, "cpus_per_task": 8},
-                "ddp_timeline": {"runtime": 20, "mem_mb": 128000, "cpus_per_task": 8},
+                rule: {**DDP_JOB, "runtime": runtime}
+                for rule, runtime in (("ddp_train", 30), ("ddp_sharding", 20), ("ddp_timeline", 20))
             },
-            aggregates={"ddp_train": "DDP_TRAIN_TARGETS"},
+            aggregates={
+                "ddp_train": "DDP_TRAIN_TARGETS",
+                "ddp/sharding": "DDP_SHARDING_TARGETS",
+                "ddp/timeline": "DDP_TIMELINE_TARGETS",
+            },
             jobs=("DDP_JOBS",),
             figures=_figures(
                 "Data parallel",
                 {
                     "ddp_timeline": """Data-parallel training: the GPU kernels of one traced step on rank 0,
-                        per DDP variant and CUDA stream; compute and NCCL communication in two colours, so
+                        per world size, DDP variant and CUDA stream; compute and NCCL communication in two colours, so
                         overlap, or its absence, shows. From ``results/ddp/timeline.csv``.""",
                 },
             ),
             section="ddp_section",
             title="Data parallel training",
             reads=("ddp_train", "ddp/sharding", "comm_fit", "ddp/timeline", "allreduce"),
-            columns={name: COLUMNS[name] for name in ("ddp_train", "ddp/sharding", "ddp/timeline")},
+            columns={
+                "ddp_train": COLUMNS["ddp_train"] | {"bucket_model_factor": float},
+                "ddp/sharding": COLUMNS["ddp/sharding"] | {"sharding_saved_share": float},
+                "ddp/timeline": COLUMNS["ddp/timeline"],
+            },
         ),
         Study(
             "cost",

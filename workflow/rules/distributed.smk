@@ -50,93 +50,105 @@ rule comm_fit:
         "python -m lmperf.distributed.bucket_model --allreduce {input.allreduce} --out {output} > {log} 2>&1"
 
 
-# Data-parallel training: the DDP variants side by side, optimizer state sharding, a kernel timeline.
-# One torchrun task of world_size ranks each; on a machine with fewer GPUs the ranks fall back to
-# gloo on CPU processes (the smoke grid's tiny model), and the rows say which backend ran.
+# Data-parallel training: the DDP variants side by side, optimizer state sharding, a kernel timeline,
+# each at every world size. One torchrun task of that many ranks each: on CUDA one GPU per rank (fewer
+# visible: a skipped row), on a CPU gloo processes (the smoke grid's tiny model); rows say the backend.
 DDP = GRID["ddp"]
-DDP_TRAIN_TARGETS = expand("results/ddp/train-b{batch}.csv", batch=DDP["global_batches"])
-DDP_TARGETS = DDP_TRAIN_TARGETS + ["results/ddp/sharding.csv", "results/ddp/timeline.csv"]
-DDP_JOBS = dict.fromkeys(DDP_TARGETS, DDP["world_size"])  # a GPU per rank
+DDP_TRAIN_TARGETS = expand(
+    "results/ddp/train-n{world}-b{batch}.csv", world=DDP["world_sizes"], batch=DDP["global_batches"]
+)
+DDP_SHARDING_TARGETS = expand("results/ddp/sharding-n{world}.csv", world=DDP["world_sizes"])
+DDP_TIMELINE_TARGETS = expand("results/ddp/timeline-n{world}.csv", world=DDP["world_sizes"])
+DDP_JOBS = {  # a GPU per rank
+    target: int(re.search(r"-n(\d+)", target).group(1))
+    for target in DDP_TRAIN_TARGETS + DDP_SHARDING_TARGETS + DDP_TIMELINE_TARGETS
+}
 # Every ddp.* key the three rules share, as params: an edit reruns them (Snakemake's params trigger).
 DDP_PARAMS = {
-    "world": DDP["world_size"],
     "size": DDP["size"],
     "ctx": DDP["context_length"],
     "warmup": DDP["warmup"],
     "steps": DDP["steps"],
     "max_seconds": DDP["max_seconds"],
 }
+DDP_COMMAND = (
+    "python -m lmperf.gpu_slots {resources.device} -- "
+    "python -m lmperf.distributed.torchrun --ranks {wildcards.world} lmperf.studies.ddp"
+)
+DDP_ARGS = (
+    " --device {params.device} --size {params.size} --context-length {params.ctx} --warmup {params.warmup}"
+    " --steps {params.steps} --max-seconds {params.max_seconds}"
+)
 
 
 rule ddp_train:
     input:
         code("lmperf.distributed.torchrun", "lmperf.studies.ddp"),
     output:
-        "results/ddp/train-b{batch}.csv",
+        "results/ddp/train-n{world}-b{batch}.csv",
     log:
-        "logs/ddp/train-b{batch}.log",
+        "logs/ddp/train-n{world}-b{batch}.log",
     benchmark:
-        "benchmarks/ddp/train-b{batch}.tsv"
+        "benchmarks/ddp/train-n{world}-b{batch}.tsv"
     wildcard_constraints:
+        world=r"\d+",
         batch=r"\d+",
     resources:
-        **cluster("ddp_train", gpu=DDP["world_size"]),
-        device=devices(DDP["world_size"]),
+        **cluster("ddp_train"),
+        device=lambda wc: devices(int(wc.world)),
     params:
         **DDP_PARAMS,
         device=DEVICE,
         variants=",".join(DDP["variants"]),
+        model_factor=DDP["bucket_model_factor"],
     shell:
-        "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp train"
-        " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
-        " --max-seconds {params.max_seconds} --global-batch {wildcards.batch} --variants {params.variants}"
-        " --out {output} > {log} 2>&1"
+        DDP_COMMAND + " train" + DDP_ARGS + " --global-batch {wildcards.batch} --variants {params.variants}"
+        " --bucket-model-factor {params.model_factor} --out {output} > {log} 2>&1"
 
 
 rule ddp_sharding:
     input:
         code("lmperf.distributed.torchrun", "lmperf.studies.ddp"),
     output:
-        "results/ddp/sharding.csv",
+        "results/ddp/sharding-n{world}.csv",
     log:
-        "logs/ddp/sharding.log",
+        "logs/ddp/sharding-n{world}.log",
     benchmark:
-        "benchmarks/ddp/sharding.tsv"
+        "benchmarks/ddp/sharding-n{world}.tsv"
+    wildcard_constraints:
+        world=r"\d+",
     resources:
-        **cluster("ddp_sharding", gpu=DDP["world_size"]),
-        device=devices(DDP["world_size"]),
+        **cluster("ddp_sharding"),
+        device=lambda wc: devices(int(wc.world)),
     params:
         **DDP_PARAMS,
         device=DEVICE,
         batch=min(DDP["global_batches"]),
+        saved_share=DDP["sharding_saved_share"],
     shell:
-        "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp sharding"
-        " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
-        " --max-seconds {params.max_seconds} --global-batch {params.batch} --out {output} > {log} 2>&1"
+        DDP_COMMAND + " sharding" + DDP_ARGS + " --global-batch {params.batch}"
+        " --sharding-saved-share {params.saved_share} --out {output} > {log} 2>&1"
 
 
 rule ddp_timeline:
     input:
         code("lmperf.distributed.torchrun", "lmperf.studies.ddp"),
     output:
-        "results/ddp/timeline.csv",
+        "results/ddp/timeline-n{world}.csv",
     log:
-        "logs/ddp/timeline.log",
+        "logs/ddp/timeline-n{world}.log",
     benchmark:
-        "benchmarks/ddp/timeline.tsv"
+        "benchmarks/ddp/timeline-n{world}.tsv"
+    wildcard_constraints:
+        world=r"\d+",
     resources:
-        **cluster("ddp_timeline", gpu=DDP["world_size"]),
-        device=devices(DDP["world_size"]),
+        **cluster("ddp_timeline"),
+        device=lambda wc: devices(int(wc.world)),
     params:
         **DDP_PARAMS,
         device=DEVICE,
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     shell:
-        "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.distributed.torchrun --ranks {params.world} lmperf.studies.ddp timeline"
-        " --size {params.size} --context-length {params.ctx} --warmup {params.warmup} --steps {params.steps}"
-        " --max-seconds {params.max_seconds} --global-batch {params.batch} --variants {params.variants}"
+        DDP_COMMAND + " timeline" + DDP_ARGS + " --global-batch {params.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"

@@ -16,7 +16,14 @@ linearly in bytes between the measured sizes (``swept_cost``), so the model stil
 which cost it used. Buckets are formed exactly as DDPBucketed forms them
 (``lmperf.distributed.ddp.make_buckets``, reverse parameter order); backward produces gradient
 bytes at a steady rate over the measured backward time, so a bucket is ready when its last
-parameter's gradient is; all-reduces run one after another on one stream.
+parameter's gradient is; all-reduces run one after another on one stream. A bucket all-reduced in
+bf16 (``bucketed-<MB>-bf16``) carries half its fp32 bytes.
+
+Compute and NCCL share the GPU's SMs, so a backward beside all-reduces runs slower than alone.
+``fit_contention`` measures that slowdown per byte in flight from the kernel timelines of one
+machine (an overlapped step's compute time against a step whose all-reduces follow backward), and
+``predict_exposed(..., contention=...)`` slows the backward by it for every byte all-reduced while
+it runs; where the timelines cannot give it, the fit is refused with the reason.
 
     python -m lmperf.distributed.bucket_model --allreduce results/allreduce.csv --out results/comm_fit.csv
 """
@@ -29,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lmperf.distributed.ddp import make_buckets
+from lmperf.distributed.ddp import bucketed_settings, make_buckets
 from lmperf.log import to_stderr
 from lmperf.measure.rows import write_csv_atomic
 
@@ -120,33 +127,106 @@ def swept_cost(nbytes, seconds) -> Cost:
     return lambda n: float(np.interp(n, x, t)) + max(0.0, n - x[-1]) * slope
 
 
-def serial_exposed(ready_s: list[float], sizes: list[int], backward_s: float, cost: Cost) -> float:
-    """Seconds from the end of backward until the last of these all-reduces ends, each started when
-    its bucket is ready and the previous one has ended."""
-    end = 0.0
-    for ready, nbytes in zip(ready_s, sizes):
-        end = max(end, ready) + cost(nbytes)
+def contended_exposed(ready: list[float], sizes: list[int], backward_s: float, cost: Cost, contention: float) -> float:
+    """Seconds from the end of backward until the last of these all-reduces ends, each started when its
+    bucket is ready (``ready``: seconds into a backward of ``backward_s``) and the previous one has
+    ended, with the backward slowed by ``contention`` seconds per byte of the all-reduces that start
+    before it ends (compute and NCCL share the GPU). The slower backward makes buckets ready
+    later, in proportion, and lets more all-reduces start inside it: iterated to its fixed point (the
+    backward only grows, by whole all-reduces, so within one pass per all-reduce). An all-reduce that
+    starts inside the backward counts whole. Exposed is measured from the backward's time alone, as
+    step − local measures it."""
+    stretched = backward_s
+    for _ in range(len(sizes) + 1):
+        end, in_flight = 0.0, 0
+        for when, nbytes in zip(ready, sizes):
+            start = max(end, when * stretched / backward_s)
+            in_flight += nbytes if start < stretched else 0
+            end = start + cost(nbytes)
+        longer = backward_s + contention * in_flight
+        if longer == stretched:
+            break
+        stretched = longer
     return max(0.0, end - backward_s)
 
 
-def predict_exposed(variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost) -> float:
-    """Predicted exposed communication (seconds) of a DDP variant (lmperf.studies.ddp's names)."""
+def predict_exposed(
+    variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost, contention: float = 0.0
+) -> float:
+    """Predicted exposed communication (seconds) of a DDP variant (lmperf.studies.ddp's names); with
+    ``contention`` (``fit_contention``), the overlapping variants' backward slows per byte in flight."""
     total = sum(parameter_bytes)
     if variant == "naive":  # one blocking all-reduce per parameter, all after backward
         return sum(cost(n) for n in parameter_bytes)
     if variant == "flat":  # one all-reduce of everything after backward
         return cost(total)
-    bucket_mb = {"individual": 0.0}.get(variant)
-    if bucket_mb is None and variant.startswith("bucketed-"):
-        bucket_mb = float(variant.split("-", 1)[1])
-    if bucket_mb is None:
+    if variant == "individual":
+        bucket_mb, comm_dtype = 0.0, None
+    elif variant.startswith("bucketed-"):
+        bucket_mb, comm_dtype = bucketed_settings(variant)
+    else:
         raise ValueError(f"no model for variant {variant!r}")
     sizes = bucket_bytes(parameter_bytes, bucket_mb)
     done, ready = 0, []
     for nbytes in sizes:  # reverse order: backward makes the last parameters' gradients first
         done += nbytes
         ready.append(backward_s * done / total)
-    return serial_exposed(ready, sizes, backward_s, cost)
+    wire = comm_dtype.itemsize / 4 if comm_dtype is not None else 1.0  # fp32 gradients, sent as comm_dtype
+    return contended_exposed(ready, [round(n * wire) for n in sizes], backward_s, cost, contention)
+
+
+def _union_ms(spans: pd.DataFrame) -> list[tuple[float, float]]:
+    """Kernel spans (start_ms, duration_ms) merged into disjoint intervals."""
+    merged: list[list[float]] = []
+    for start, end in sorted(zip(spans["start_ms"], spans["start_ms"] + spans["duration_ms"])):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def fit_contention(timeline: pd.DataFrame, gradient_bytes: int, overlapped="individual", alone="naive") -> dict:
+    """The backward's slowdown per byte in flight, from one machine's kernel timelines (the ddp
+    timeline rows): the compute kernels' time of a step whose all-reduces overlap backward
+    (``overlapped``) less that of one whose all-reduces all follow it (``alone``), over the bytes the
+    overlapped step all-reduced beside compute (its gradients' bytes times the share of its NCCL
+    kernel time that overlaps a compute kernel). Returns status 'ok' with ``seconds_per_byte``, or
+    'refused' with the reason in ``note``."""
+
+    def refused(note: str) -> dict:
+        return {"status": "refused", "note": note, "seconds_per_byte": float("nan")}
+
+    rows = timeline[timeline["status"] == "ok"] if "status" in timeline else timeline
+    if rows.empty:
+        return refused("no kernel timeline")
+    machines = rows[["device_name", "world_size"]].drop_duplicates() if "device_name" in rows else rows[["world_size"]]
+    if len(machines) > 1:
+        return refused("timelines of several machines or world sizes: fit one at a time")
+    missing = [v for v in (overlapped, alone) if v not in set(rows["variant"])]
+    if missing:
+        return refused(f"no timeline of {', '.join(missing)}")
+    compute = {v: rows[(rows["variant"] == v) & (rows["kind"] == "compute")] for v in (overlapped, alone)}
+    slowdown_s = (compute[overlapped]["duration_ms"].sum() - compute[alone]["duration_ms"].sum()) / 1e3
+    nccl = rows[(rows["variant"] == overlapped) & (rows["kind"] == "communication")]
+    busy = _union_ms(compute[overlapped])
+    beside_ms = sum(
+        max(0.0, min(end, b) - max(start, a))
+        for start, end in zip(nccl["start_ms"], nccl["start_ms"] + nccl["duration_ms"])
+        for a, b in busy
+    )
+    if beside_ms <= 0:
+        return refused(f"no all-reduce of {overlapped} ran beside compute")
+    if slowdown_s <= 0:
+        return refused(f"compute of {overlapped} no slower than of {alone}: no contention to fit")
+    in_flight = gradient_bytes * beside_ms / nccl["duration_ms"].sum()
+    return {
+        "status": "ok",
+        "note": "",
+        "seconds_per_byte": slowdown_s / in_flight,
+        "slowdown_ms": slowdown_s * 1e3,
+        "bytes_in_flight": in_flight,
+    }
 
 
 def main(argv=None) -> None:

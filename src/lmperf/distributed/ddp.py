@@ -149,6 +149,18 @@ class DDPBucketed(_DataParallel):
         self.on_train_batch_start()
 
 
+BF16 = "-bf16"  # a variant name's suffix: gradients all-reduced in bf16
+
+
+def bucketed_settings(variant: str) -> tuple[float, torch.dtype | None]:
+    """The bucket size (MB) and communication dtype a bucketed variant's name gives:
+    ``bucketed-100`` -> (100.0, None), ``bucketed-25-bf16`` -> (25.0, torch.bfloat16)."""
+    if not variant.startswith("bucketed-"):
+        raise ValueError(f"{variant!r} is not a bucketed variant (bucketed-<MB>, or bucketed-<MB>{BF16})")
+    size = variant.removeprefix("bucketed-").removesuffix(BF16)
+    return float(size), torch.bfloat16 if variant.endswith(BF16) else None
+
+
 def make_buckets(params: list[torch.Tensor], bucket_size_mb: float | None) -> list[list[torch.Tensor]]:
     """Consecutive groups of parameters, in reverse order, each of at most bucket_size_mb megabytes
     (1 MB = 2^20 bytes); a parameter larger than that forms a bucket of its own."""

@@ -3,9 +3,10 @@
 A claim such as "host-bound" or "within the CI target" depends on a setting of the run: the adaptive
 timer's target CI half-width (``ci_halfwidth``), the host-bound threshold (``host_bound_threshold``),
 the untimed hold before timing (``settle_seconds``), or a target the study checks against (e.g.
-``e2e_agreement``, ``loss_tolerance``), or a rule the report applies to them and states (the fit's
-``min_r2``, the flash sweep's ``flat_within``, the ladder's ``power_limit_share``, memory's
-``largest_share`` of allocations listed). The study writes each onto its rows, and the report reads
+``e2e_agreement``, ``loss_tolerance``, the DDP study's ``bucket_model_factor`` and
+``sharding_saved_share``), or a rule the report applies to them and states (the fit's ``min_r2``, the
+flash sweep's ``flat_within``, the ladder's ``power_limit_share``, memory's ``largest_share`` of
+allocations listed). The study writes each onto its rows, and the report reads
 them back with ``setting``.
 
 Rows written before a column existed were all made with one value of it: ``MADE_WITH`` records
@@ -25,6 +26,8 @@ MADE_WITH = {
     "flat_within": 2.0,
     "power_limit_share": 0.97,
     "largest_share": 0.10,
+    "bucket_model_factor": 2.0,
+    "sharding_saved_share": 0.9,
 }
 
 

@@ -1,5 +1,5 @@
-"""Data-parallel figure: the GPU kernels of one training step on rank 0, per DDP variant and CUDA
-stream, compute and NCCL communication in two colours, so overlap (or its absence) is visible. Each
+"""Data-parallel figure: the GPU kernels of one training step on rank 0, per world size, DDP variant
+and CUDA stream, compute and NCCL communication in two colours, so overlap (or its absence) is visible. Each
 panel's title names the profiler and the traced step's time beside the untraced median."""
 
 import pandas as pd
@@ -16,10 +16,9 @@ def timeline(rows: pd.DataFrame, path) -> None:
         reason = rows["note"].dropna().iloc[0] if "note" in rows and rows["note"].notna().any() else "no rows"
         return not_drawn(path, "DDP: kernel timeline of one training step", reason)
     rows = ok(rows)
-    variants = list(dict.fromkeys(rows["variant"]))
-    fig, axes = figure(nrows=len(variants), width=9.0, height=2.4)
-    for ax, variant in zip(axes[:, 0], variants):
-        group = rows[rows["variant"] == variant]
+    panels = list(rows.groupby(["world_size", "variant"], sort=False))  # per world size, each variant traced
+    fig, axes = figure(nrows=len(panels), width=9.0, height=2.4)
+    for ax, ((world, variant), group) in zip(axes[:, 0], panels):
         streams = sorted(group["stream"].unique())
         for y, stream in enumerate(streams):
             for kind, color in COLORS.items():
@@ -31,7 +30,7 @@ def timeline(rows: pd.DataFrame, path) -> None:
                     label=kind if y == 0 or kind == "communication" else None,
                 )
         ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
-        title = f"{variant} (one step, rank 0)"
+        title = f"{variant}, {int(world)} ranks (one step, rank 0)"
         if "traced_step_ms" in group:  # what tracing cost: the traced step against the untraced median
             first = group.iloc[0]
             title += (

@@ -1,13 +1,14 @@
 """Data-parallel training on N ranks: step time, backward time and exposed communication per DDP
 variant, optimizer state sharding's memory and time, and a kernel timeline of naive vs overlapped DDP.
 
-Run under torchrun, one process per rank (NCCL, one GPU each, where there are enough GPUs; gloo on
-CPU processes otherwise):
+Run under torchrun, one process per rank: with ``--device cuda`` NCCL, one GPU each (fewer GPUs
+visible than ranks: one skipped row saying so), with ``--device cpu`` gloo on CPU processes, with
+``auto`` NCCL where there are enough GPUs and gloo otherwise:
 
     python -m torch.distributed.run --standalone --nproc_per_node=2 -m lmperf.studies.ddp train \\
-        --size xl --context-length 128 --global-batch 4 --out results/ddp/train-b4.csv
-    ... -m lmperf.studies.ddp sharding --size xl --global-batch 4 --out results/ddp/sharding.csv
-    ... -m lmperf.studies.ddp timeline --size xl --global-batch 4 --out results/ddp/timeline.csv
+        --size xl --context-length 128 --global-batch 4 --out results/ddp/train-n2-b4.csv
+    ... -m lmperf.studies.ddp sharding --size xl --global-batch 4 --out results/ddp/sharding-n2.csv
+    ... -m lmperf.studies.ddp timeline --size xl --global-batch 4 --out results/ddp/timeline-n2.csv
 
 **Train.** torch's DDP is the anchor. Each other variant (``local``, the same step with no gradient
 synchronization, is the compute-only baseline) runs on its own freshly built model (same seed)
@@ -17,6 +18,9 @@ excludes 1 or ``--max-seconds`` are spent; all ranks stop together. A step's tim
 rank's. Per step, CUDA events time backward and the wait for the gradient all-reduce after it
 (``sync``), so "backward runs slower beside NCCL" is measured, not inferred. Rows carry every
 step's time, so the report can bootstrap any difference (exposed communication = step − local).
+Two variants all-reduce in bf16, half the bytes: ``bucketed-25-bf16`` (ours, in torch DDP's default
+25 MB buckets, so against torch's hook only the implementation differs) and ``torch_ddp-bf16``
+(torch DDP with torch's ``bf16_compress_hook``).
 
 **Sharding.** The train step with torch.optim.AdamW, unsharded and sharded (ShardedOptimizer), each
 adaptive: the step and the optimizer step alone with their CIs, the sharded optimizer's local update
@@ -33,9 +37,11 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
 
 from lmperf import grid
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
+from lmperf.distributed.ddp import BF16, bucketed_settings
 from lmperf.distributed.ranks import all_agree, slowest_rank
 from lmperf.log import to_stderr
 from lmperf.measure import (
@@ -63,6 +69,11 @@ PROFILER = "torch.profiler (CUDA activity)"
 
 
 def wrap(variant: str, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """The model wrapped as ``variant`` (lmperf.grid.DDP_VARIANTS): ``bucketed-<MB>[-bf16]`` is ours with
+    buckets of that size (all-reduced in bf16 with the suffix); ``torch_ddp-bf16`` is torch's DDP with
+    torch's own ``bf16_compress_hook``."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown DDP variant {variant!r}; choose from {', '.join(VARIANTS)}")
     if variant == "local":
         return model
     if variant == "naive":
@@ -72,10 +83,17 @@ def wrap(variant: str, model: torch.nn.Module, device: torch.device) -> torch.nn
     if variant == "individual":
         return DDPIndividualParameters(model)
     if variant.startswith("bucketed-"):
-        return DDPBucketed(model, float(variant.split("-", 1)[1]))
-    if variant == "torch_ddp":
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-    raise ValueError(f"unknown DDP variant {variant!r}; choose from {', '.join(VARIANTS)}")
+        return DDPBucketed(model, *bucketed_settings(variant))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    if variant == ANCHOR + BF16:
+        ddp.register_comm_hook(None, bf16_compress_hook if device.type == "cuda" else gloo_bf16_compress_hook)
+    return ddp
+
+
+def gloo_bf16_compress_hook(process_group, bucket):
+    """torch's ``bf16_compress_hook``, unchanged, for CPU ranks: DDP refuses to register the hook by that
+    name without CUDA and NCCL 2.10+ (NCCL's bf16 all-reduce), but gloo all-reduces bf16 too."""
+    return bf16_compress_hook(process_group, bucket)
 
 
 class Batch:
@@ -224,6 +242,7 @@ def sharding_rows(args, device: torch.device, env: dict) -> list[dict]:
         return [
             {
                 "study": "ddp_sharding",
+                "world_size": dist.get_world_size(),
                 "status": "skipped",
                 "note": "memory accounting needs CUDA allocator stats",
                 **env,
@@ -339,7 +358,15 @@ def timeline_rows(args, device: torch.device, env: dict) -> list[dict]:
     """GPU kernels of one training step per variant, from torch.profiler, on rank 0's GPU, with the
     traced step's wall time beside the untraced median of the same step."""
     if device.type != "cuda":
-        return [{"study": "ddp_timeline", "status": "skipped", "note": "a kernel timeline needs CUDA", **env}]
+        return [
+            {
+                "study": "ddp_timeline",
+                "world_size": dist.get_world_size(),
+                "status": "skipped",
+                "note": "a kernel timeline needs CUDA",
+                **env,
+            }
+        ]
     from torch.profiler import ProfilerActivity, profile
 
     rows = []
@@ -397,6 +424,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=10, help="measured steps at least")
     p.add_argument("--max-seconds", type=float, default=30.0, help="measuring time per comparison, at most")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cuda", "cpu"],
+        default="auto",
+        help="cuda: NCCL, a GPU per rank (fewer visible: a skipped row); cpu: gloo; auto: cuda where enough GPUs",
+    )
+    p.add_argument(
+        "--bucket-model-factor",
+        type=float,
+        default=2.0,
+        help="train rows' target: measured / predicted exposed communication within this factor",
+    )
+    p.add_argument(
+        "--sharding-saved-share",
+        type=float,
+        default=0.9,
+        help="sharding rows' target: memory saved at least this share of the optimizer state removed",
+    )
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     unknown = [v for v in args.variants if v not in VARIANTS]
@@ -405,16 +450,49 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def targets(args) -> dict:
+    """The targets the report checks an experiment's rows against, written onto them."""
+    return {
+        "train": {"bucket_model_factor": args.bucket_model_factor},
+        "sharding": {"sharding_saved_share": args.sharding_saved_share},
+    }.get(args.experiment, {})
+
+
+def ranks_short(args, world: int) -> dict | None:
+    """The skipped row of a run on CUDA that needs more GPUs than are visible (one per rank); None
+    where the ranks have what they need."""
+    visible = torch.cuda.device_count()
+    if args.device != "cuda" or visible >= world:
+        return None
+    return {
+        "study": f"ddp_{args.experiment}",
+        "size": args.size,
+        "context_length": args.context_length,
+        "global_batch": args.global_batch,
+        "world_size": world,
+        "backend": "nccl",
+        "status": "skipped",
+        "note": f"needs {world} GPUs, {visible} visible",
+        **targets(args),
+        **fingerprint(torch.device("cpu")),
+    }
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    use_nccl = torch.cuda.is_available() and torch.cuda.device_count() >= world
+    skipped = ranks_short(args, world)
+    if skipped is not None:  # not enough GPUs: a row saying so, not a failure
+        if rank == 0:
+            write_rows([skipped], args.out)
+        return
+    use_nccl = args.device != "cpu" and torch.cuda.is_available() and torch.cuda.device_count() >= world
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_nccl else torch.device("cpu")
     if use_nccl:
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if use_nccl else "gloo", device_id=device if use_nccl else None)
     try:
-        env = {**fingerprint(device), "backend": dist.get_backend()}
+        env = {**fingerprint(device), "backend": dist.get_backend(), **targets(args)}
         rows = EXPERIMENTS[args.experiment](args, device, env)
         if rank == 0:
             write_rows(rows, args.out)
