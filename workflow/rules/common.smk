@@ -155,13 +155,14 @@ def figure(name, path=None, **labels):
     )
 
 
-# Slurm: what each measuring rule's jobs ask for (lmperf.registry), requested where the jobs run on
-# a cluster's GPUs: a profile that names a slurm_partition, with device=cuda (profiles/slurm). Its
-# slurm_gpu_model is the GRES type of the GPUs asked for. A local run, or the CPU cluster profile,
-# requests none of it.
+# Slurm: what each measuring rule's jobs ask for (lmperf.registry), requested by a profile for a
+# cluster's GPUs: one whose default resources name a slurm_gpu_model (profiles/slurm), the GRES type
+# of the GPUs asked for ('' for any). It holds whatever --config says: the host that builds the DAG
+# need not see a GPU, and a `--config grid=...` on the command line replaces the profile's config
+# list, its device=cuda included. A local run, or the CPU cluster profile, requests none of it.
 DEFAULTS = workflow.resource_settings.default_resources
 DEFAULT_RESOURCES = dict(arg.split("=", 1) for arg in DEFAULTS.args) if DEFAULTS is not None else {}
-ON_SLURM_GPUS = "slurm_partition" in DEFAULT_RESOURCES and DEVICE == "cuda"
+ON_SLURM_GPUS = "slurm_gpu_model" in DEFAULT_RESOURCES
 GPU_MODEL = DEFAULT_RESOURCES.get("slurm_gpu_model", "").strip("'\"")
 RULE_RESOURCES = rule_resources()
 
