@@ -57,6 +57,7 @@ def test_fit_refuses_a_poor_r2():
     times = [1e-3 * (1 + 0.5 * math.sin(k)) for k in range(10)] + [1e-3 + SIZES[-1] / 1e11]
     fit = fit_allreduce(sweep(times)).iloc[0]
     assert fit["status"] == "refused" and "R²" in fit["note"]
+    assert fit["min_r2"] > fit["r2"]  # the row carries the acceptance the report states
 
 
 def test_fit_covers_the_top_decades_and_leaves_latency_jitter_out():

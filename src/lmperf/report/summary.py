@@ -134,7 +134,8 @@ def ddp_finding(train: pd.DataFrame) -> str | None:
     if rows.empty or "vs_anchor" not in rows:
         return None
     batch = rows["global_batch"].max()
-    bucketed = rows[(rows["global_batch"] == batch) & rows["variant"].str.startswith("bucketed")]
+    ours = rows["variant"].str.startswith("bucketed") & ~rows["variant"].str.endswith("-bf16")  # fp32 on the wire
+    bucketed = rows[(rows["global_batch"] == batch) & ours]
     bucketed = bucketed.dropna(subset=["vs_anchor"])
     if bucketed.empty:
         return None
