@@ -366,3 +366,39 @@ def test_the_accumulation_experiment_is_stated_as_its_rows_ran_it():
     assert "### Accumulation (500 additions of 0.02)" in text and "| 0.02 as stored" in text
     assert "sum of 500" in text and "500 × the float16 representation error of 0.02" in text
     assert "of 1000" not in text and "of 0.01" not in text
+
+
+def test_the_summary_states_the_fastest_fp32_bucketed_ddp_variant_at_the_largest_batch():
+    """The summary's data-parallel numbers: at the largest global batch, the fastest bucketed variant
+    that ran with fp32 on the wire (not a faster bf16 one, a failed one, or one at a smaller batch),
+    with its ratio to torch DDP and that ratio's CI; none where no such variant ran."""
+    from lmperf.report import summary
+
+    rows = pd.DataFrame(
+        [
+            {
+                "variant": variant,
+                "global_batch": batch,
+                "median_ms": ms,
+                "vs_anchor": ms / 10.0,
+                "vs_anchor_ci95_low": ms / 10.0 - 0.05,
+                "vs_anchor_ci95_high": ms / 10.0 + 0.05,
+                "status": status,
+                "world_size": 2,
+                "backend": "nccl",
+            }
+            for variant, batch, ms, status in (
+                ("torch_ddp", 16, 10.0, "ok"),
+                ("bucketed-1000", 16, 9.5, "ok"),
+                ("bucketed-1", 16, 9.0, "ok"),
+                ("bucketed-1-bf16", 16, 7.0, "ok"),
+                ("bucketed-10", 16, 1.0, "oom"),
+                ("bucketed-1", 8, 4.0, "ok"),
+            )
+        ]
+    )
+    found = summary.ddp_finding(rows)
+    assert found["variant"] == "bucketed-1" and found["global_batch"] == 16
+    assert found["world_size"] == 2 and found["backend"] == "nccl"
+    assert (found["vs_anchor"], found["low"], found["high"]) == pytest.approx((0.9, 0.85, 0.95))
+    assert summary.ddp_finding(rows[~rows["variant"].isin(["bucketed-1", "bucketed-1000"])]) is None

@@ -33,9 +33,12 @@ def see(section: str) -> str:
     return f"([{section}](#{anchor}))"
 
 
-def step_time(e2e: pd.DataFrame) -> str | None:
-    """The handout model's train step at the largest size and context measured, fp32 eager, and what
-    bf16 autocast and torch.compile do to the train step (median over the grid's points)."""
+def train_step_finding(e2e: pd.DataFrame) -> dict | None:
+    """The handout model's train step at the largest size and context measured (fp32 eager where it
+    ran), and what bf16 autocast and torch.compile do to the train step: ``timing`` (graphed or
+    launched), ``ms``, the point (``size``, ``params``, ``context_length``, ``batch_size``,
+    ``precision``, ``compile``) and ``speedups`` ({what: (median speed-up, points)}, from GPU time
+    only, as the e2e section states them). None without a train step."""
     rows = ok(handout_model(e2e))
     rows = rows[rows["mode"] == "train_step"]
     if rows.empty:
@@ -44,12 +47,9 @@ def step_time(e2e: pd.DataFrame) -> str | None:
     rows = rows.dropna(subset=[value])
     base = rows[(rows["precision"] == "fp32") & (rows["compile"] == "eager")]
     pick = (base if len(base) else rows).sort_values(["params", "context_length"]).iloc[-1]
-    line = (
-        f"- **Train step** ({timing}): {num(pick[value])} ms for {pick['size']} "
-        f"({num(pick['params'] / 1e6, 1)} M parameters) at context {pick['context_length']}, batch "
-        f"{pick['batch_size']}, {pick['precision']} {pick['compile']}."
-    )
-    speedups = (  # each list's baseline first; from GPU time only, as the e2e section states them
+    found = {"timing": timing, "ms": pick[value], "speedups": {}}
+    found |= {key: pick[key] for key in ("size", "params", "context_length", "batch_size", "precision", "compile")}
+    speedups = (  # each list's baseline first
         (("precision", grid.PRECISIONS, "bf16 autocast"), ("compile", grid.COMPILE_MODES, "torch.compile"))
         if timing == "graphed"
         else ()
@@ -57,12 +57,27 @@ def step_time(e2e: pd.DataFrame) -> str | None:
     for column, (slow, fast), what in speedups:
         gains = speedup(rows, column, slow, fast, value)
         if len(gains):
-            line += f" {what}: {faster(gains['speedup'].median())} (median of {len(gains)} points)."
+            found["speedups"][what] = (gains["speedup"].median(), len(gains))
+    return found
+
+
+def train_step_line(found: dict) -> str:
+    """``train_step_finding`` in words."""
+    line = (
+        f"- **Train step** ({found['timing']}): {num(found['ms'])} ms for {found['size']} "
+        f"({num(found['params'] / 1e6, 1)} M parameters) at context {found['context_length']}, batch "
+        f"{found['batch_size']}, {found['precision']} {found['compile']}."
+    )
+    for what, (median, points) in found["speedups"].items():
+        line += f" {what}: {faster(median)} (median of {points} points)."
     return f"{line} {see('End-to-end benchmarking')}"
 
 
-def profile_finding(kernels: pd.DataFrame | None, timing: pd.DataFrame | None, e2e: pd.DataFrame) -> str | None:
-    """The top forward kernel (operator on a CPU), the GEMM share, and the profiler against the e2e study."""
+def profile_finding(kernels: pd.DataFrame | None, timing: pd.DataFrame | None, e2e: pd.DataFrame) -> dict | None:
+    """The top forward kernel (operator on a CPU) at the largest point profiled and the GEMM share of
+    its forward (``gemm_share_forward``) and train step (``gemm_share_train``, None where not
+    profiled), with ``on_gpu``; and the profiler against the e2e study: the largest difference
+    (``worst_agreement``, None without a point to compare) over ``agreement_points`` points."""
     if kernels is None or timing is None or ok(kernels).empty or ok(timing).empty:
         return None
     rows = sort_by_size(answers(kernels, timing, e2e), ["size", "context_length"])
@@ -70,25 +85,42 @@ def profile_finding(kernels: pd.DataFrame | None, timing: pd.DataFrame | None, e
     if top.empty:
         return None
     first = top.iloc[-1]
-    kernel = "kernel" if (ok(timing)["device_type"] == "cuda").any() else "operator"
+    train = first["gemm_share_train"] if "gemm_share_train" in first else None
+    agreement = rows["agreement"].dropna() if "agreement" in rows else pd.Series(dtype=float)
+    return {
+        "size": first["size"],
+        "context_length": first["context_length"],
+        "top_forward": first["top_forward"],
+        "on_gpu": bool((ok(timing)["device_type"] == "cuda").any()),
+        "gemm_share_forward": first["gemm_share_forward"],
+        "gemm_share_train": train if pd.notna(train) else None,
+        "worst_agreement": agreement.abs().max() if len(agreement) else None,
+        "agreement_points": len(agreement),
+    }
+
+
+def profile_line(found: dict) -> str:
+    """``profile_finding`` in words."""
+    kernel = "kernel" if found["on_gpu"] else "operator"
     line = (
-        f"- **Profile** ({first['size']}, context {first['context_length']}): `{short_name(first['top_forward'])}` "
-        f"leads the forward pass; GEMMs take {pct(first['gemm_share_forward'])} of its {kernel} time"
+        f"- **Profile** ({found['size']}, context {found['context_length']}): `{short_name(found['top_forward'])}` "
+        f"leads the forward pass; GEMMs take {pct(found['gemm_share_forward'])} of its {kernel} time"
     )
-    if "gemm_share_train" in first and pd.notna(first["gemm_share_train"]):
-        line += f" and {pct(first['gemm_share_train'])} of the train step's"
+    if found["gemm_share_train"] is not None:
+        line += f" and {pct(found['gemm_share_train'])} of the train step's"
     line += "."
-    if "agreement" in rows and rows["agreement"].notna().any():
-        worst = rows["agreement"].abs().max()
+    if found["worst_agreement"] is not None:
         line += (
-            f" Check: the profiled forward differs from the e2e study's unprofiled median by up to {pct(worst)} "
-            f"({plural(len(rows['agreement'].dropna()), 'point')})."
+            f" Check: the profiled forward differs from the e2e study's unprofiled median by up to "
+            f"{pct(found['worst_agreement'])} ({plural(found['agreement_points'], 'point')})."
         )
     return line + " " + see("Profiling")
 
 
-def memory_finding(memory: pd.DataFrame | None, e2e: pd.DataFrame) -> str | None:
-    """The steady train step's peak at the largest context, what holds it, and the check against e2e."""
+def memory_finding(memory: pd.DataFrame | None, e2e: pd.DataFrame) -> dict | None:
+    """The steady train step's peak (``peak_mib``) at the largest context (fp32 where it ran), what
+    holds it (``at_peak``: MiB by part, None where not split), and the check against e2e: the largest
+    difference from its peak of the same points (``worst_e2e``, None without one) and the ``target``."""
     if memory is None or ok(memory).empty:
         return None
     rows = ok(memory)
@@ -97,17 +129,30 @@ def memory_finding(memory: pd.DataFrame | None, e2e: pd.DataFrame) -> str | None
         return None
     fp32 = steady[steady["precision"] == "fp32"]
     row = (fp32 if len(fp32) else steady).iloc[-1]
-    line = (
-        f"- **Memory**: the steady {row['precision']} train step of {row['size']} at context "
-        f"{row['context_length']} peaks at {num(peak(row), 1)} MiB"
-    )
     parts = {name: row.get(column) for name, column in AT_PEAK.items()}
-    if all(pd.notna(v) for v in parts.values()):
-        line += " (" + ", ".join(f"{name} {num(v, 1)}" for name, v in parts.items()) + " MiB at the peak)"
-    line += "."
     joined = e2e_agreement(memory, e2e)
-    if len(joined):
-        worst, target = joined["difference"].abs().max(), setting(memory, "e2e_agreement")
+    return {
+        "precision": row["precision"],
+        "size": row["size"],
+        "context_length": row["context_length"],
+        "peak_mib": peak(row),
+        "at_peak": parts if all(pd.notna(v) for v in parts.values()) else None,
+        "worst_e2e": joined["difference"].abs().max() if len(joined) else None,
+        "target": setting(memory, "e2e_agreement") if len(joined) else None,
+    }
+
+
+def memory_line(found: dict) -> str:
+    """``memory_finding`` in words."""
+    line = (
+        f"- **Memory**: the steady {found['precision']} train step of {found['size']} at context "
+        f"{found['context_length']} peaks at {num(found['peak_mib'], 1)} MiB"
+    )
+    if found["at_peak"] is not None:
+        line += " (" + ", ".join(f"{name} {num(v, 1)}" for name, v in found["at_peak"].items()) + " MiB at the peak)"
+    line += "."
+    if found["worst_e2e"] is not None:
+        worst, target = found["worst_e2e"], found["target"]
         line += (
             f" Check: the e2e study's peak of the same points is within {pct(worst)} "
             f"(target {share(target)}: {'met' if worst <= target else 'not met'})."
@@ -115,21 +160,29 @@ def memory_finding(memory: pd.DataFrame | None, e2e: pd.DataFrame) -> str | None
     return line + " " + see("Memory")
 
 
-def attention_finding(attention: pd.DataFrame) -> str | None:
-    """How naive attention's memory held for backward grows with the sequence, and where it runs out."""
+def attention_finding(attention: pd.DataFrame) -> dict | None:
+    """How naive attention's memory held for backward grows with the sequence (``exponent`` of seq)
+    and the first sequence length out of memory (``oom_from``, None where every point fit)."""
     eager = attention[attention["compile"] == "eager"]
     fitted = ok(eager).assign(held=held_mib(ok(eager))).dropna(subset=["held"])
     slope = fitted_exponent(fitted) if len(fitted) else float("nan")
     if slope != slope:
         return None
-    line = f"- **Naive attention**: memory held for backward grows as seq^{num(slope)}"
     ooms = eager[eager["status"] == "oom"]
-    line += f"; out of memory from seq {int(ooms['seq'].min())}." if len(ooms) else "; every point fit in memory."
+    return {"exponent": slope, "oom_from": int(ooms["seq"].min()) if len(ooms) else None}
+
+
+def attention_line(found: dict) -> str:
+    """``attention_finding`` in words."""
+    line = f"- **Naive attention**: memory held for backward grows as seq^{num(found['exponent'])}"
+    oom = found["oom_from"]
+    line += f"; out of memory from seq {oom}." if oom is not None else "; every point fit in memory."
     return line + " " + see("Attention at scale")
 
 
-def ddp_finding(train: pd.DataFrame) -> str | None:
-    """The fastest bucketed DDP variant against torch DDP, at the largest global batch."""
+def ddp_finding(train: pd.DataFrame) -> dict | None:
+    """The fastest bucketed DDP variant with fp32 on the wire at the largest global batch: its step
+    time over torch DDP's (``vs_anchor``) with the 95% CI (``low``, ``high``), and where it ran."""
     rows = ok(train)
     if rows.empty or "vs_anchor" not in rows:
         return None
@@ -140,75 +193,125 @@ def ddp_finding(train: pd.DataFrame) -> str | None:
     if bucketed.empty:
         return None
     best = bucketed.loc[bucketed["median_ms"].idxmin()]
-    low, high = best["vs_anchor_ci95_low"], best["vs_anchor_ci95_high"]
+    return {
+        "world_size": int(best["world_size"]),
+        "backend": best["backend"],
+        "global_batch": batch,
+        "variant": best["variant"],
+        "vs_anchor": best["vs_anchor"],
+        "low": best["vs_anchor_ci95_low"],
+        "high": best["vs_anchor_ci95_high"],
+    }
+
+
+def ddp_line(found: dict) -> str:
+    """``ddp_finding`` in words: faster or slower than torch DDP where the CI excludes 1."""
+    low, high = found["low"], found["high"]
     verdict = (
         f"{'faster' if high < 1 else 'slower'} than torch DDP" if resolved(low, high) else "not resolved from torch DDP"
     )
     return (
-        f"- **Data parallel** ({int(best['world_size'])} ranks over {best['backend']}, global batch {batch}): the "
-        f"fastest bucketed variant, {best['variant']}, takes {num(best['vs_anchor'], 3)}× torch DDP's step time "
-        f"(95% CI {num(low, 3)}–{num(high, 3)}): {verdict}. " + see("Data parallel training")
+        f"- **Data parallel** ({found['world_size']} ranks over {found['backend']}, global batch "
+        f"{found['global_batch']}): the fastest bucketed variant, {found['variant']}, takes "
+        f"{num(found['vs_anchor'], 3)}× torch DDP's step time (95% CI {num(low, 3)}–{num(high, 3)}): {verdict}. "
+        + see("Data parallel training")
     )
 
 
-def allreduce_finding(allreduce: pd.DataFrame) -> str | None:
-    """The bus bandwidth at the largest size swept, per backend and rank count."""
+def allreduce_finding(allreduce: pd.DataFrame) -> dict | None:
+    """The bus bandwidth at the largest size swept per backend and rank count: ``bytes`` (the largest
+    of those sizes) and ``busbw`` ([(backend, ranks, GB/s)], sorted by backend and ranks)."""
     rows = ok(allreduce)
     if rows.empty:
         return None
     largest = rows.sort_values("bytes").groupby(["backend", "world_size"]).tail(1)
-    parts = "; ".join(
-        f"{r.backend} with {r.world_size} ranks {num(r.busbw_gbps)} GB/s"
-        for r in largest.sort_values(["backend", "world_size"]).itertuples()
-    )
-    size = largest["bytes"].max()
-    return f"- **All-reduce** bus bandwidth at {human_bytes(size)}: {parts}. " + see("Communication")
+    return {
+        "bytes": largest["bytes"].max(),
+        "busbw": [
+            (r.backend, r.world_size, r.busbw_gbps) for r in largest.sort_values(["backend", "world_size"]).itertuples()
+        ],
+    }
 
 
-def ladder_finding(ladder: pd.DataFrame | None) -> str | None:
-    """The top rung that ran against the first, at each point: the ladder's net gain."""
+def allreduce_line(found: dict) -> str:
+    """``allreduce_finding`` in words."""
+    parts = "; ".join(f"{backend} with {ranks} ranks {num(gbps)} GB/s" for backend, ranks, gbps in found["busbw"])
+    return f"- **All-reduce** bus bandwidth at {human_bytes(found['bytes'])}: {parts}. " + see("Communication")
+
+
+def ladder_finding(ladder: pd.DataFrame | None) -> list[dict] | None:
+    """The top rung that ran against the first, at each point (the ladder's net gain): one dict per
+    point with ``size``, ``context_length``, ``first`` and ``top`` rungs and ``speedup`` (ratio, low,
+    high). None where no point ran two rungs."""
     if ladder is None or ladder.empty:
         return None
-    parts = []
+    points = []
     for (size, ctx), point in ladder.sort_values("order").groupby(["size", "context_length"], sort=False):
         ran = point[(point["status"] == "ok") & point["on_ladder"].astype(bool)]
         if len(ran) >= 2:
             first, last = ran.iloc[0], ran.iloc[-1]
-            parts.append(
-                f"{size} at context {ctx}, `{last['rung']}` over `{first['rung']}` {claim(*rung_speedup(first, last))}"
+            points.append(
+                {
+                    "size": size,
+                    "context_length": ctx,
+                    "first": first["rung"],
+                    "top": last["rung"],
+                    "speedup": rung_speedup(first, last),
+                }
             )
-    if not parts:
-        return None
+    return points or None
+
+
+def ladder_line(points: list[dict]) -> str:
+    """``ladder_finding`` in words."""
+    parts = [
+        f"{p['size']} at context {p['context_length']}, `{p['top']}` over `{p['first']}` {claim(*p['speedup'])}"
+        for p in points
+    ]
     return "- **Ladder**: " + "; ".join(parts) + ". " + see("How fast can it train?")
 
 
-def cost_finding(jobs: pd.DataFrame) -> str | None:
+def cost_finding(jobs: pd.DataFrame) -> dict | None:
+    """What measuring cost: ``jobs``, ``wall_minutes``, ``gpu_minutes`` (None where no job held a
+    GPU), and the longest job (``longest``, its benchmark file) with its ``longest_minutes``."""
     if jobs.empty:
         return None
     wall, gpu = cost.totals(jobs)
-    used = f", {num(gpu)} GPU-minutes" if cost.held_gpus(jobs) else ", no GPU time"
     longest = jobs.loc[jobs["wall_s"].idxmax()]
-    name = str(longest["job"]).removeprefix("benchmarks/").removesuffix(".tsv")
+    return {
+        "jobs": len(jobs),
+        "wall_minutes": wall,
+        "gpu_minutes": gpu if cost.held_gpus(jobs) else None,
+        "longest": str(longest["job"]),
+        "longest_minutes": longest["wall_s"] / 60,
+    }
+
+
+def cost_line(found: dict) -> str:
+    """``cost_finding`` in words, the longest job named without its benchmark file's folder and suffix."""
+    used = f", {num(found['gpu_minutes'])} GPU-minutes" if found["gpu_minutes"] is not None else ", no GPU time"
+    name = found["longest"].removeprefix("benchmarks/").removesuffix(".tsv")
     return (
-        f"- **Cost**: {len(jobs)} measuring jobs, {num(wall)} minutes of wall time{used}; the longest job, "
-        f"`{name}`, took {num(longest['wall_s'] / 60)} minutes. " + see("Cost of this run")
+        f"- **Cost**: {found['jobs']} measuring jobs, {num(found['wall_minutes'])} minutes of wall time{used}; the "
+        f"longest job, `{name}`, took {num(found['longest_minutes'])} minutes. " + see("Cost of this run")
     )
 
 
 def render(frames: dict[str, pd.DataFrame]) -> str:
-    """The "Summary" section from the report's frames (``render.render``'s, keyed by result name)."""
+    """The "Summary" section from the report's frames (``render.render``'s, keyed by result name):
+    each finding's numbers first, then the line that states them, in the order the report reads."""
     e2e = frames["e2e"]
-    lines = [
-        step_time(e2e),
-        profile_finding(frames.get("profile"), frames.get("profile_timing"), e2e),
-        memory_finding(frames.get("memory"), e2e),
-        attention_finding(frames["attention"]),
-        ladder_finding(frames.get("ladder")),
-        ddp_finding(frames["ddp_train"]),
-        allreduce_finding(frames["allreduce"]),
-        cost_finding(frames["cost"]),
+    findings = [
+        (train_step_line, train_step_finding(e2e)),
+        (profile_line, profile_finding(frames.get("profile"), frames.get("profile_timing"), e2e)),
+        (memory_line, memory_finding(frames.get("memory"), e2e)),
+        (attention_line, attention_finding(frames["attention"])),
+        (ladder_line, ladder_finding(frames.get("ladder"))),
+        (ddp_line, ddp_finding(frames["ddp_train"])),
+        (allreduce_line, allreduce_finding(frames["allreduce"])),
+        (cost_line, cost_finding(frames["cost"])),
     ]
-    found = [line for line in lines if line]
+    found = [line(numbers) for line, numbers in findings if numbers is not None]
     if not found:
         return ""
     return "\n".join(
