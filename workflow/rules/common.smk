@@ -140,7 +140,7 @@ def caption(name):
     """The caption file of a figure, written from its declaration (only where its text changed, so an
     unchanged caption leaves the file alone)."""
     path = Path(".snakemake/captions", f"{name}.rst").absolute()
-    text = FIGURES[name].caption + "\n"
+    text = f"{FIGURES[name].caption}\n"
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -209,3 +209,23 @@ wildcard_constraints:
     mode=alternatives(grid.MODES),
     warmup=r"\d+",
     process=r"\d+",
+
+
+# What a study's rule file defines, for report.smk (lists of targets, figures).
+def targets(name):
+    """A target list (or dict of target -> GPUs) that a study's rule file defines, by its name."""
+    return globals()[name]
+
+
+def left_out(study):
+    """A study whose grid leaves it out: its ``optional`` list is empty, so its first aggregate has no targets."""
+    return bool(study.optional) and not targets(next(iter(study.aggregates.values())))
+
+
+def drawn_figures(study):
+    """The figure files of a study: its one-file figures, and each file of those drawn per target."""
+    return [
+        path
+        for name, figure in study.figures.items()
+        for path in (targets(figure.files) if figure.files else [f"report/figures/{name}.png"])
+    ]

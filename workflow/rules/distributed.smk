@@ -61,7 +61,7 @@ DDP_SHARDING_TARGETS = expand("results/ddp/sharding-n{world}.csv", world=DDP["wo
 DDP_TIMELINE_TARGETS = expand("results/ddp/timeline-n{world}.csv", world=DDP["world_sizes"])
 DDP_JOBS = {  # a GPU per rank
     target: int(re.search(r"-n(\d+)", target).group(1))
-    for target in DDP_TRAIN_TARGETS + DDP_SHARDING_TARGETS + DDP_TIMELINE_TARGETS
+    for target in [*DDP_TRAIN_TARGETS, *DDP_SHARDING_TARGETS, *DDP_TIMELINE_TARGETS]
 }
 # Every ddp.* key the three rules share, as params: an edit reruns them (Snakemake's params trigger).
 DDP_PARAMS = {
@@ -102,7 +102,8 @@ rule ddp_train:
         variants=",".join(DDP["variants"]),
         model_factor=DDP["bucket_model_factor"],
     shell:
-        DDP_COMMAND + " train" + DDP_ARGS + " --global-batch {wildcards.batch} --variants {params.variants}"
+        f"{DDP_COMMAND} train{DDP_ARGS}"
+        " --global-batch {wildcards.batch} --variants {params.variants}"
         " --bucket-model-factor {params.model_factor} --out {output} > {log} 2>&1"
 
 
@@ -126,7 +127,8 @@ rule ddp_sharding:
         batch=min(DDP["global_batches"]),
         saved_share=DDP["sharding_saved_share"],
     shell:
-        DDP_COMMAND + " sharding" + DDP_ARGS + " --global-batch {params.batch}"
+        f"{DDP_COMMAND} sharding{DDP_ARGS}"
+        " --global-batch {params.batch}"
         " --sharding-saved-share {params.saved_share} --out {output} > {log} 2>&1"
 
 
@@ -150,5 +152,6 @@ rule ddp_timeline:
         batch=min(DDP["global_batches"]),
         variants=",".join(DDP["timeline_variants"]),
     shell:
-        DDP_COMMAND + " timeline" + DDP_ARGS + " --global-batch {params.batch} --variants {params.variants}"
+        f"{DDP_COMMAND} timeline{DDP_ARGS}"
+        " --global-batch {params.batch} --variants {params.variants}"
         " --out {output} > {log} 2>&1"

@@ -4,16 +4,6 @@
 # Every list below is read from the studies' declarations (lmperf.registry) and their rule files' target lists.
 
 
-def targets(name):
-    """A target list (or dict of target -> GPUs) that a study's rule file defines, by its name."""
-    return globals()[name]
-
-
-def left_out(study):
-    """A study whose grid leaves it out: its ``optional`` list is empty, so its first aggregate has no targets."""
-    return bool(study.optional) and not targets(next(iter(study.aggregates.values())))
-
-
 SKIPPED = [study for study in STUDIES.values() if left_out(study)]
 RUN = [study for study in STUDIES.values() if study not in SKIPPED]
 SKIPPED_STUDIES = " ".join(f"--skip {study.name}" for study in SKIPPED)
@@ -32,15 +22,6 @@ JOB_GPUS = {
 BENCHMARK_GPUS = {
     f"benchmarks/{target.removeprefix('results/').removesuffix('.csv')}.tsv": gpus for target, gpus in JOB_GPUS.items()
 }
-
-
-def drawn_figures(study):
-    """The figure files of a study: its one-file figures, and each file of those drawn per target."""
-    return [
-        path
-        for name, figure in study.figures.items()
-        for path in (targets(figure.files) if figure.files else [f"report/figures/{name}.png"])
-    ]
 
 
 # What the report reads: each section's results, and every figure, of the studies this grid runs.
