@@ -103,7 +103,8 @@ def edited(key: str, value):
     if isinstance(value, bool):
         new = not value
     elif isinstance(value, (int, float)):
-        new = value * 2 if isinstance(value, float) else value + 1
+        # a fraction halves (a share stays at most 1), a factor doubles (it stays above 1), a count grows
+        new = (value / 2 if value < 1 else value * 2) if isinstance(value, float) else value + 1
     elif isinstance(value, str):
         new = SWAPS[value]
     elif name in NEW_ITEMS and NEW_ITEMS[name] not in value:
