@@ -28,6 +28,8 @@ READERS = {
     # reports only that reason, also for the keys it reads itself (batch_size, settle_seconds)
     "ladder": {"ladder_timed"},
     "ladder.check_steps": {"ladder"},
+    "ladder.loss_tolerance": {"ladder"},  # the checks' targets, written on the checked rows
+    "ladder.power_limit_share": {"ladder"},
     "warmup": {"warmup"},
     "flash.leaderboard": {"flash_leaderboard"},
     "flash.sweep": {"flash_sweep"},
@@ -41,6 +43,8 @@ READERS = {
     "ddp.variants": {"ddp_train"},
     "ddp.timeline_variants": {"ddp_timeline"},
     "ddp.global_batches": {"ddp_train"},  # an added larger batch is a new train target; the others run the smallest
+    "ddp.bucket_model_factor": {"ddp_train"},
+    "ddp.sharding_saved_share": {"ddp_sharding"},
 }
 # Keys whose values name targets (a wildcard): an edit adds targets, or removes some and reruns none.
 TARGET_KEYS = {
@@ -67,6 +71,7 @@ TARGET_KEYS = {
     "memory.modes",
     "memory.precisions",
     "ddp.global_batches",
+    "ddp.world_sizes",
 }
 # Keys the smoke grid reads nowhere, and why.
 UNUSED_ON_SMOKE = {"allreduce.max_bytes": "only NCCL targets read it, and the smoke grid has none"}

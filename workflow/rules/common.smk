@@ -203,7 +203,7 @@ def alternatives(values):
 
 
 wildcard_constraints:
-    size=alternatives(set(E2E["sizes"]) | set(WARMUP["sizes"]) | set(GRID["ladder"]["sizes"])),
+    size=alternatives(grid.SIZES),
     precision=alternatives(grid.PRECISIONS),
     compile=alternatives(grid.COMPILE_MODES),
     mode=alternatives(grid.MODES),
