@@ -6,6 +6,7 @@ import pytest
 
 from conftest import markdown_tables
 from lmperf import registry
+from lmperf.measure.timing import HOST_BOUND
 from lmperf.report import batch_section
 from lmperf.studies import batch
 
@@ -28,7 +29,7 @@ def test_rows_are_the_train_step_at_each_batch_with_the_declared_columns(rows):
     assert set(registry.declared("batch")) <= set(rows.columns)
     assert (rows["tokens_per_s"] == rows["batch_size"] * 16 / (rows["median_ms"] / 1e3)).all()
     assert rows["host_overhead"].isna().all()  # no CUDA graph on a CPU: no graphed time to compare with
-    assert set(rows["host_bound_threshold"]) == {batch.HOST_BOUND}
+    assert set(rows["host_bound_threshold"]) == {HOST_BOUND}
 
 
 def test_a_batch_that_does_not_fit_ends_the_list(monkeypatch):

@@ -14,7 +14,6 @@ import argparse
 from lmperf.attention import ATTENTION
 from lmperf.measure import Budget, resolve_device, write_rows
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
-from lmperf.measure.timing import HOST_BOUND
 from lmperf.model import OPTIMIZERS, SIZES
 from lmperf.studies import int_list
 from lmperf.training import PRECISIONS
@@ -59,10 +58,8 @@ def batch_rows(args: argparse.Namespace) -> list[dict]:
         )
         (row,) = run_benchmark(spec, modes=("train_step",), device=device)
         graphed = row.get("graphed_median_ms", float("nan"))
-        row.update(
+        row.update(  # the harness's row already carries ci_halfwidth and host_bound_threshold
             study="batch",
-            ci_halfwidth=args.ci_halfwidth,
-            host_bound_threshold=HOST_BOUND,
             host_overhead=row.get("median_ms", float("nan")) / graphed - 1 if graphed == graphed else float("nan"),
         )
         rows.append(row)
