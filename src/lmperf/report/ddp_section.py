@@ -237,9 +237,15 @@ def _bf16_lines(by: pd.DataFrame) -> list[str]:
     return [f"- bf16 communication, step time against {theirs}'s (unpaired CI): " + "; ".join(parts) + "."]
 
 
+def ours_in_fp32(variants: pd.Index | pd.Series):
+    """Which variants are our bucketed ones communicating in fp32, the handout's (bf16 communication is
+    compared on its own line)."""
+    return variants.str.startswith("bucketed") & ~variants.str.endswith(BF16)
+
+
 def _fastest_bucketed(by: pd.DataFrame) -> list[str]:
     """Of ours in fp32 against torch DDP (bf16 communication is compared on its own line)."""
-    bucketed = by[by.index.str.startswith("bucketed") & ~by.index.str.endswith(BF16) & by["vs_anchor"].notna()]
+    bucketed = by[ours_in_fp32(by.index) & by["vs_anchor"].notna()]
     if bucketed.empty or ANCHOR not in by.index:
         return []
     best = bucketed["median_ms"].idxmin()
@@ -330,7 +336,7 @@ def model_ratios(by: pd.DataFrame, predicted: pd.Series) -> list[float]:
 def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str, factor: float) -> list[str]:
     if not model:
         return [f"- No bucket-model prediction: {why_not}."]
-    measured = by[by.index.str.startswith("bucketed") & ~by.index.str.endswith(BF16)]["exposed_ms"].dropna()
+    measured = by[ours_in_fp32(by.index)]["exposed_ms"].dropna()
     out = [
         f"- Bucket model: buckets formed as DDPBucketed forms them, local's backward of "
         f"{num(model['backward_ms'])} ms, and each all-reduce's time from {model['source']}. "

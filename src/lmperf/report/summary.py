@@ -12,6 +12,7 @@ from lmperf.report import cost
 from lmperf.report.attention_figures import held_mib
 from lmperf.report.attention_section import fitted_exponent
 from lmperf.report.comm_section import human_bytes
+from lmperf.report.ddp_section import ours_in_fp32
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, gpu_bound, handout_model, speedup
 from lmperf.report.ladder_section import claim
 from lmperf.report.ladder_section import speedup as rung_speedup
@@ -187,7 +188,7 @@ def ddp_finding(train: pd.DataFrame) -> dict | None:
     if rows.empty or "vs_anchor" not in rows:
         return None
     batch = rows["global_batch"].max()
-    ours = rows["variant"].str.startswith("bucketed") & ~rows["variant"].str.endswith("-bf16")  # fp32 on the wire
+    ours = ours_in_fp32(rows["variant"])
     bucketed = rows[(rows["global_batch"] == batch) & ours]
     bucketed = bucketed.dropna(subset=["vs_anchor"])
     if bucketed.empty:
