@@ -44,9 +44,19 @@ WARMUP = GRID["warmup"]
 INTERPRETER_DIR = os.path.dirname(sys.executable)
 if not shutil.which("python", path=INTERPRETER_DIR):
     raise WorkflowError(f"jobs run `python`, but {INTERPRETER_DIR} has none: run Snakemake from a virtual environment")
+#
+# Every job compiles into one cache in the run's directory (.cache/compile/), unless the environment
+# names its own (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR). Torch and Triton already share a cache
+# between jobs on one machine (under /tmp and ~/.triton); this one also serves jobs on other nodes
+# (Slurm) and the next allocation, and survives a machine that starts bare. Both write cache entries
+# by atomic rename, so concurrent jobs share it safely. A job that finds its kernels there skips
+# compiling them: a warm cache took 28-33% off the wall time of e2e and ladder jobs (notes/one-allocation.md).
+COMPILE_CACHE = os.path.abspath(os.path.join(".cache", "compile"))
 shell.prefix(
     f"set -euo pipefail; export PATH={shlex.quote(INTERPRETER_DIR)}:$PATH"
-    f" PYTHONPATH={shlex.quote(os.path.abspath('src'))}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    f" PYTHONPATH={shlex.quote(os.path.abspath('src'))}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"
+    f" TORCHINDUCTOR_CACHE_DIR=${{{{TORCHINDUCTOR_CACHE_DIR:-{shlex.quote(COMPILE_CACHE + '/inductor')}}}}}"
+    f" TRITON_CACHE_DIR=${{{{TRITON_CACHE_DIR:-{shlex.quote(COMPILE_CACHE + '/triton')}}}}}; "
 )
 
 
