@@ -50,13 +50,15 @@ if not shutil.which("python", path=INTERPRETER_DIR):
 # between jobs on one machine (under /tmp and ~/.triton); this one also serves jobs on other nodes
 # (Slurm) and the next allocation, and survives a machine that starts bare. Both write cache entries
 # by atomic rename, so concurrent jobs share it safely. A job that finds its kernels there skips
-# compiling them: a warm cache took 28-33% off the wall time of e2e and ladder jobs (notes/one-allocation.md).
-COMPILE_CACHE = os.path.abspath(os.path.join(".cache", "compile"))
+# compiling them: a warm cache took 28-33% off e2e and ladder jobs (report/reference/one-allocation/).
+INDUCTOR_CACHE, TRITON_CACHE = (
+    os.path.abspath(os.path.join(".cache", "compile", kind)) for kind in ("inductor", "triton")
+)
 shell.prefix(
     f"set -euo pipefail; export PATH={shlex.quote(INTERPRETER_DIR)}:$PATH"
     f" PYTHONPATH={shlex.quote(os.path.abspath('src'))}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"
-    f" TORCHINDUCTOR_CACHE_DIR=${{{{TORCHINDUCTOR_CACHE_DIR:-{shlex.quote(COMPILE_CACHE + '/inductor')}}}}}"
-    f" TRITON_CACHE_DIR=${{{{TRITON_CACHE_DIR:-{shlex.quote(COMPILE_CACHE + '/triton')}}}}}; "
+    f" TORCHINDUCTOR_CACHE_DIR=${{{{TORCHINDUCTOR_CACHE_DIR:-{shlex.quote(INDUCTOR_CACHE)}}}}}"
+    f" TRITON_CACHE_DIR=${{{{TRITON_CACHE_DIR:-{shlex.quote(TRITON_CACHE)}}}}}; "
 )
 
 

@@ -58,6 +58,20 @@ rule cost:
         "python -m lmperf.report.cost --gpus {params.gpus} --out {output} {input.benchmarks} > {log} 2>&1"
 
 
+rule jobs:
+    input:
+        code=code("lmperf.report.projection"),
+    output:
+        "results/jobs.csv",
+    log:
+        "logs/jobs.log",
+    params:
+        gpus=",".join(map(str, BENCHMARK_GPUS.values())),
+        benchmarks=list(BENCHMARK_GPUS),
+    shell:
+        "python -m lmperf.report.projection jobs --gpus {params.gpus} --out {output} {params.benchmarks} > {log} 2>&1"
+
+
 rule e2e_figures:
     input:
         e2e="results/e2e.csv",

@@ -14,7 +14,7 @@ from lmperf.log import to_stderr
 from lmperf.report.style import figure, save
 
 STAGE_COLORS = {"build": "#f2f2f2", "forward": "#e0ecf8", "backward": "#fdebd3", "optimizer step": "#e5f5e0"}
-KEYS = ("event", "step", "mode", "precision", "context_length")
+KEYS = ("event", "step", "mode", "precision", "context_length", "commit")
 
 
 def timeline(series: pd.DataFrame, phases: pd.DataFrame, path, title: str = "") -> None:

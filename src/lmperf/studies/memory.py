@@ -240,7 +240,12 @@ def main(argv=None) -> None:
     }
     measured = step_rows(events, live, phases, recorder, args.steps) if status == "ok" else [{}]
     rows = [{**common, **r, **fingerprint(device)} for r in measured]
-    keys = {"mode": args.mode, "precision": args.precision, "context_length": args.context_length}
+    keys = {  # the side tables name their point and, as every result row does, the commit that made them
+        "mode": args.mode,
+        "precision": args.precision,
+        "context_length": args.context_length,
+        "commit": rows[0]["commit"],
+    }
     write_csv_atomic(largest_allocations(events).assign(**keys), f"{stem}-allocations.csv")
     write_csv_atomic(phases.drop(columns="mib").assign(**keys), f"{stem}-phases.csv")
     write_csv_atomic(timeline_series(events).assign(**keys), f"{stem}-timeline.csv")

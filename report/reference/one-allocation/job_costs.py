@@ -1,0 +1,59 @@
+"""The last measured wall time of each full-grid job, from the reference slices' benchmark files and
+this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv)."""
+
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+H100 = Path("report/reference/h100")
+here = Path(sys.argv[1])  # the slice folder: its call2/benchmarks hold this commit's runs
+rows = []
+
+
+def wall(tsv):
+    return float(pd.read_csv(tsv, sep="\t")["s"].iloc[-1])
+
+
+def add(job, tsv, source):
+    rows.append({"job": job, "wall_s": wall(tsv), "source": source})
+
+
+for tsv in sorted((H100 / "e2e-one-commit/benchmarks").glob("*.tsv")) + sorted(
+    (H100 / "graph-capture/benchmarks").glob("e2e-*.tsv")
+):
+    size, prec, comp = re.match(r"e2e-(.+)-(fp32|bf16)-(eager|compiled)", tsv.stem).groups()
+    add(f"benchmarks/e2e/{size}/{prec}-{comp}.tsv", tsv, str(tsv.parent.parent.name))
+for tsv in sorted((H100 / "graph-capture/benchmarks/warmup").rglob("*.tsv")):
+    add("benchmarks/" + str(tsv.relative_to(H100 / "graph-capture/benchmarks")), tsv, "graph-capture")
+for tsv in sorted((H100 / "profile-one-commit/benchmarks").glob("profile-*.tsv")):
+    size, rest = re.match(r"profile-(small|medium|large|xl|2\.7B)-(.+)", tsv.stem).groups()
+    add(f"benchmarks/profile/{size}/{rest}.tsv", tsv, "profile-one-commit")
+for tsv in sorted((H100 / "ladder-grid-ab1a14a/benchmarks").glob("ladder-*.tsv")):
+    size, ctx, timed = re.match(r"ladder-(.+)-ctx(\d+)(-timed)?$", tsv.stem).groups()
+    add(f"benchmarks/ladder/{size}/ctx{ctx}{timed or ''}.tsv", tsv, "ladder-grid-ab1a14a")
+for tsv in sorted((H100 / "flash-sweep-ws/benchmarks").glob("*.tsv")):
+    name = "leaderboard" if tsv.stem == "leaderboard" else f"sweep/{tsv.stem}"
+    add(f"benchmarks/flash/{name}.tsv", tsv, "flash-sweep-ws")
+for tsv in sorted((H100 / "allreduce-x4/benchmarks").glob("*.tsv")):
+    add(f"benchmarks/allreduce/{tsv.name}", tsv, "allreduce-x4")
+for tsv in sorted((H100 / "memory-ddp/benchmarks/memory").glob("*.tsv")):
+    add(f"benchmarks/memory/{tsv.name}", tsv, "memory-ddp")
+for tsv in sorted((H100 / "memory-ddp/benchmarks/ddp").glob("*.tsv")):  # two ranks, before world sizes were a list
+    kind, batch = re.match(r"(train|sharding|timeline)(?:-b(\d+))?$", tsv.stem).groups()
+    add(f"benchmarks/ddp/{kind}-n2{'-b' + batch if batch else ''}.tsv", tsv, "memory-ddp")
+for tsv in sorted((H100 / "launch-check/benchmarks/precision").glob("*.tsv")):
+    add(f"benchmarks/precision/{tsv.name}", tsv, "launch-check")
+for tsv in sorted((H100 / "batch/benchmarks").glob("*.tsv")):
+    add(f"benchmarks/batch/{tsv.name}", tsv, "batch")
+for tsv in sorted((here / "call2/benchmarks").rglob("*.tsv")):
+    add("benchmarks/" + str(tsv.relative_to(here / "call2/benchmarks")), tsv, "this slice")
+costs = (
+    pd.DataFrame(rows)
+    .groupby(["job", "source"], sort=False, as_index=False)["wall_s"]
+    .sum()
+    .drop_duplicates("job", keep="last")
+)
+costs.to_csv(here / "job_costs.csv", index=False)
+print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))

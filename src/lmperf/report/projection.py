@@ -1,0 +1,127 @@
+"""What a grid will cost before it runs: each job's last measured wall time, scheduled onto N GPUs.
+
+    snakemake --cores 1 --config grid=full device=cuda results/jobs.csv      # the grid's measuring jobs
+    python -m lmperf.report.projection --jobs results/jobs.csv --gpus 4 \\
+        --costs report/reference/<run>/cost.csv --out results/projection.csv
+
+``results/jobs.csv`` lists every measuring job of the grid in force: its benchmark file (the job's
+name), study and the GPUs it holds. ``--costs`` are job costs already measured, in the format of
+``lmperf.report.cost`` (``results/cost.csv`` of an earlier run): ``job`` (benchmark file) and
+``wall_s``; where several files cost the same job, the last one given wins. A job no file costs is
+charged the median wall time of its study's costed jobs and marked ``estimated``; a study with no
+costed job at all is refused, by name, since nothing says what it costs.
+
+GPU-minutes are wall time × GPUs held. A job that needs more GPUs than the machine has writes a
+skipped row at once, and is charged nothing. The wall time on N GPUs is the makespan of a greedy
+schedule, longest job first, each job starting as soon as it has its GPUs (as the local pipeline's
+``lmperf.gpu_slots`` hands them out); it leaves out the CPU-only jobs (aggregates, figures, the
+report), which run beside the measuring ones.
+"""
+
+import argparse
+import heapq
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from lmperf.log import to_stderr
+from lmperf.measure.rows import write_csv_atomic
+
+log = logging.getLogger(__name__)
+
+
+def job_list(benchmarks: list[str], gpus: list[int]) -> pd.DataFrame:
+    """The grid's measuring jobs: benchmark file, study (its folder under benchmarks/) and GPUs held."""
+    if len(benchmarks) != len(gpus):
+        raise ValueError(f"{len(benchmarks)} benchmark files but {len(gpus)} GPU counts")
+    studies = [Path(path).parts[Path(path).parts.index("benchmarks") + 1] for path in benchmarks]
+    return pd.DataFrame({"job": benchmarks, "study": studies, "gpus": gpus})
+
+
+def project(jobs: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+    """Each job with the wall time it is charged: its measured cost, else its study's median (``estimated``)."""
+    measured = costs.drop_duplicates("job", keep="last").set_index("job")["wall_s"]
+    out = jobs.assign(wall_s=jobs["job"].map(measured), estimated=~jobs["job"].isin(measured.index))
+    medians = out.groupby("study")["wall_s"].median()
+    unknown = sorted(set(out["study"]) - set(medians.dropna().index))
+    if unknown:
+        raise ValueError(f"no measured cost for any job of {', '.join(unknown)}: nothing to project them from")
+    return out.assign(wall_s=out["wall_s"].fillna(out["study"].map(medians)))
+
+
+def makespan(walls: list[float], gpus: list[int], n_gpus: int) -> float:
+    """Seconds until the last job ends when jobs start longest first, each as soon as ``gpus`` of the
+    ``n_gpus`` are free (a job needing more GPUs than the machine has is refused)."""
+    if max(gpus, default=0) > n_gpus:
+        raise ValueError(f"a job needs {max(gpus)} GPUs, the machine has {n_gpus}")
+    free_at = [0.0] * n_gpus  # when each GPU is next free
+    end = 0.0
+    for wall, need in sorted(zip(walls, gpus), key=lambda job: -job[0]):
+        heapq.heapify(free_at)
+        taken = [heapq.heappop(free_at) for _ in range(need)]
+        start = max(taken, default=0.0)
+        free_at += [start + wall] * need
+        end = max(end, start + wall)
+    return end
+
+
+def summary(projected: pd.DataFrame, n_gpus: int) -> pd.DataFrame:
+    """Per study: jobs, estimated jobs, GPU-minutes and the longest job; and the grid's total, with its
+    wall time on ``n_gpus`` GPUs (minutes). Jobs that need more GPUs than that are charged nothing."""
+    too_many = projected["gpus"] > n_gpus
+    projected = projected.assign(
+        wall_s=projected["wall_s"].where(~too_many, 0.0), gpus=projected["gpus"].where(~too_many, 0)
+    )
+    gpu_s = projected["wall_s"] * projected["gpus"]
+    per = projected.assign(gpu_min=gpu_s / 60).groupby("study", sort=False)
+    table = pd.DataFrame(
+        {
+            "jobs": per.size(),
+            "estimated": per["estimated"].sum(),
+            "gpu_min": per["gpu_min"].sum(),
+            "longest_min": per["wall_s"].max() / 60,
+        }
+    ).reset_index()
+    total = {
+        "study": "all",
+        "jobs": len(projected),
+        "estimated": int(projected["estimated"].sum()),
+        "gpu_min": gpu_s.sum() / 60,
+        "longest_min": projected["wall_s"].max() / 60,
+    }
+    table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+    wall = makespan(list(projected["wall_s"]), list(projected["gpus"]), n_gpus) / 60
+    return table.assign(gpus=n_gpus, wall_min=[float("nan")] * (len(table) - 1) + [wall])
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    listing = sub.add_parser("jobs", help="write the grid's job list (the pipeline's `jobs` rule runs this)")
+    listing.add_argument("--gpus", required=True, help="comma-separated GPUs each job holds, one per benchmark file")
+    listing.add_argument("--out", required=True)
+    listing.add_argument("benchmarks", nargs="+")
+    projecting = sub.add_parser("project", help="project the grid's GPU-minutes and wall time")
+    projecting.add_argument("--jobs", required=True, help="the grid's job list (results/jobs.csv)")
+    projecting.add_argument("--costs", nargs="+", required=True, help="measured job costs (lmperf.report.cost CSVs)")
+    projecting.add_argument("--gpus", type=int, required=True, help="GPUs of the machine to project onto")
+    projecting.add_argument("--out", required=True, help="the per-study table, and the total with its wall time")
+    args = p.parse_args(argv)
+    if args.command == "jobs":
+        write_csv_atomic(job_list(args.benchmarks, [int(g) for g in args.gpus.split(",")]), args.out)
+        return
+    jobs = pd.read_csv(args.jobs)
+    costs = pd.concat([pd.read_csv(path, usecols=["job", "wall_s"]) for path in args.costs], ignore_index=True)
+    table = summary(project(jobs, costs), args.gpus)
+    write_csv_atomic(table, args.out)
+    total = table.iloc[-1]
+    log.info(
+        f"{total['jobs']} jobs ({total['estimated']} estimated): {total['gpu_min']:.0f} GPU-minutes, "
+        f"{total['wall_min']:.0f} minutes on {args.gpus} GPUs -> {args.out}"
+    )
+
+
+if __name__ == "__main__":
+    to_stderr()
+    main()

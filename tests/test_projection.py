@@ -1,0 +1,76 @@
+"""What a grid will cost before it runs (lmperf.report.projection): each job charged its measured cost
+or its study's median, scheduled onto N GPUs; and the committed projection recomputed from its files."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, copy_pipeline, snakemake
+from lmperf.report.projection import job_list, makespan, project, summary
+
+SLICE = ROOT / "report" / "reference" / "one-allocation"
+
+
+def jobs(*rows):
+    return job_list([f"benchmarks/{study}/{name}.tsv" for study, name, _ in rows], [gpus for *_, gpus in rows])
+
+
+def test_a_job_is_charged_its_measured_cost_else_its_studys_median():
+    grid = jobs(("e2e", "a", 1), ("e2e", "b", 1), ("e2e", "c", 1), ("ddp", "n2", 2))
+    costs = pd.DataFrame(
+        {"job": ["benchmarks/e2e/a.tsv", "benchmarks/e2e/b.tsv", "benchmarks/ddp/n2.tsv"], "wall_s": [60, 180, 30]}
+    )
+    projected = project(grid, costs).set_index("job")
+    assert projected.loc["benchmarks/e2e/c.tsv", "wall_s"] == 120
+    assert projected["estimated"].tolist() == [False, False, True, False]
+    table = summary(project(grid, costs), n_gpus=4).set_index("study")
+    assert table.loc["e2e", "gpu_min"] == pytest.approx((60 + 180 + 120) / 60)
+    assert table.loc["ddp", "gpu_min"] == pytest.approx(30 * 2 / 60)  # wall time x the GPUs held
+    assert table.loc["all", "estimated"] == 1
+
+
+def test_a_study_with_no_measured_job_is_refused_by_name():
+    grid = jobs(("e2e", "a", 1), ("ladder", "x", 1))
+    with pytest.raises(ValueError, match="ladder"):
+        project(grid, pd.DataFrame({"job": ["benchmarks/e2e/a.tsv"], "wall_s": [10.0]}))
+
+
+def test_the_last_cost_given_for_a_job_wins():
+    grid = jobs(("e2e", "a", 1))
+    costs = pd.DataFrame({"job": ["benchmarks/e2e/a.tsv"] * 2, "wall_s": [100.0, 40.0]})
+    assert project(grid, costs)["wall_s"].tolist() == [40.0]
+
+
+def test_the_schedule_puts_jobs_side_by_side_and_waits_for_a_multi_gpu_jobs_gpus():
+    assert makespan([10, 10, 10, 10], [1, 1, 1, 1], n_gpus=4) == 10
+    assert makespan([10, 10, 10, 10], [1, 1, 1, 1], n_gpus=2) == 20
+    # the 4-GPU job runs alone: longest first, then the three one-GPU jobs side by side
+    assert makespan([30, 10, 10, 10], [4, 1, 1, 1], n_gpus=4) == 40
+    assert makespan([10, 30], [1, 1], n_gpus=4) == 30  # never shorter than the longest job
+
+
+def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
+    grid = jobs(("allreduce", "nccl-n6", 6), ("allreduce", "nccl-n2", 2))
+    costs = pd.DataFrame({"job": grid["job"], "wall_s": [50.0, 20.0]})
+    total = summary(project(grid, costs), n_gpus=4).set_index("study").loc["all"]
+    assert total["gpu_min"] == pytest.approx(20 * 2 / 60)
+    assert total["wall_min"] == pytest.approx(20 / 60)
+
+
+def test_the_committed_projection_is_recomputed_from_its_committed_files():
+    grid = pd.read_csv(SLICE / "jobs.csv")
+    costs = pd.read_csv(SLICE / "job_costs.csv", usecols=["job", "wall_s"])
+    committed = pd.read_csv(SLICE / "projection.csv")
+    recomputed = summary(project(grid, costs), int(committed["gpus"].iloc[0]))
+    pd.testing.assert_frame_equal(recomputed.reset_index(drop=True), committed, check_dtype=False)
+
+
+def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_path: Path):
+    copy_pipeline(tmp_path)
+    snakemake(tmp_path, "--cores", "1", "--config", "grid=full", "device=cuda", "--", "results/jobs.csv")
+    listed = pd.read_csv(tmp_path / "results" / "jobs.csv").set_index("job")
+    assert listed.loc["benchmarks/e2e/2.7B/bf16-compiled.tsv", "gpus"] == 1
+    assert listed.loc["benchmarks/allreduce/nccl-n4.tsv", "gpus"] == 4
+    assert listed.loc["benchmarks/allreduce/gloo-n4.tsv", "gpus"] == 0  # CPU processes
+    assert listed.loc["benchmarks/ddp/train-n2-b16.tsv", "study"] == "ddp"
