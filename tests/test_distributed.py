@@ -64,6 +64,7 @@ STUDIED = [v for v in grid.DDP_VARIANTS if v != "local"]
 # that dtype's rounding, not to float32's.
 BF16_TOLERANCE = {"rtol": 2e-2, "atol": 2e-3}
 COMPRESSED = {"bucketed_bf16", *(v for v in STUDIED if v.endswith("-bf16"))}
+BUCKETED = [*VARIANTS, *(v for v in STUDIED if v.startswith("bucketed-"))]  # ours: tested and studied
 
 
 def batch(model_name: str):
@@ -148,6 +149,75 @@ def test_bucket_layouts():
     two = make_buckets(params, 2800 / 2**20)
     assert len(two) == 2 and sum(len(b) for b in two) == len(params)
     assert [len(b) for b in two] == [3, 2] and all(sum(p.numel() * 4 for p in b) <= 2800 for b in two)
+
+
+class SometimesUnusedModel(ToyModel):
+    """ToyModel with one more bias, added to the output only on the steps that ask for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.extra = nn.Parameter(torch.ones(5))
+
+    def forward(self, x, use_extra=True):
+        out = super().forward(x)
+        return out + self.extra if use_extra else out
+
+
+def _bucket_views(rank, world, results_dir):
+    """Two steps per bucketed wrapper: the first uses every parameter, the second leaves ``extra`` out.
+    Each rank trains on its own shard, so the first step's gradients differ between ranks. ``extra``
+    shares a bucket with used parameters in most layouts (its region of a bucket launched at the end
+    is zeroed) and is a bucket of its own in ``bucketed_per_tensor`` (a bucket backward never reached)."""
+    from lmperf.studies.ddp import wrap as study_wrap
+
+    studied = {v: functools.partial(study_wrap, v, device=torch.device("cpu")) for v in BUCKETED if v in STUDIED}
+    out = {}
+    for variant, wrap in {**VARIANTS, **studied}.items():
+        torch.manual_seed(0)
+        ddp = wrap(SometimesUnusedModel())
+        opt = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=0.1)
+        x, y = batch("toy")
+        shard = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
+        views, extra = [], []
+        for use_extra in (True, False):
+            opt.zero_grad(set_to_none=True)  # as the study's train step does: autograd's grads are fresh
+            loss_fn("toy", ddp(x[shard], use_extra=use_extra), y[shard]).backward()
+            ddp.finish_gradient_synchronization()
+            views.append(
+                [
+                    all(p.grad.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr() for p in bucket)
+                    and torch.equal(torch.cat([p.grad.flatten() for p in bucket]), buffer)
+                    for bucket, buffer in zip(ddp.buckets, ddp.grad_buffers)
+                ]
+            )
+            extra.append(ddp.module.extra.grad.clone())
+            opt.step()
+        out[variant] = {"buckets": len(ddp.buckets), "views": views, "extra": extra}
+    torch.save(out, results_dir / f"views-rank{rank}.pt")
+
+
+@pytest.fixture(scope="module")
+def views_results(tmp_path_factory):
+    results_dir = tmp_path_factory.mktemp("views")
+    run_workers(_bucket_views, WORLD, results_dir, timeout_s=120)
+    return [torch.load(results_dir / f"views-rank{rank}.pt") for rank in range(WORLD)]
+
+
+@pytest.mark.parametrize("variant", BUCKETED)
+def test_bucketed_gradients_are_views_of_their_bucket(views_results, variant):
+    """After each step every gradient lies in its bucket's buffer, in bucket order, so the all-reduce
+    of the buffer is the gradients' and nothing is copied back; in fp32 and in bf16 alike."""
+    for rank, out in enumerate(views_results):
+        assert out[variant]["views"] == [[True] * out[variant]["buckets"]] * 2, f"rank {rank}"
+
+
+@pytest.mark.parametrize("variant", BUCKETED)
+def test_a_parameter_a_step_left_unused_gets_a_zero_gradient(views_results, variant):
+    """Its view still holds the step before's gradient; the step that skipped it must average zeros."""
+    for rank, out in enumerate(views_results):
+        used, unused = out[variant]["extra"]
+        assert used.abs().sum() > 0, f"rank {rank}: the first step gave extra no gradient"
+        assert torch.equal(unused, torch.zeros_like(unused)), f"rank {rank}: {unused}"
 
 
 def _sharded_vs_adamw(rank, world, results_dir):

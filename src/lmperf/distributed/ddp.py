@@ -11,10 +11,16 @@ parameters appear once there, so they are reduced once.
 - DDPIndividualParameters: one asynchronous all-reduce per parameter, launched by a
   post-accumulate-grad hook as soon as that gradient is final, so communication overlaps backward.
 - DDPBucketed: the same overlap with gradients grouped into buckets of at most bucket_size_mb,
-  filled in reverse parameter order (roughly the order backward produces them). With
+  filled in reverse parameter order (roughly the order backward produces them). Each bucket is one
+  flat buffer, allocated once, and each parameter's ``.grad`` is a view into it, as torch DDP's
+  ``gradient_as_bucket_view``: the buffer is all-reduced and averaged in place, so nothing is copied
+  back into the gradients after the wait and no bucket is allocated per step. The one copy left is
+  autograd's fresh gradient into its view where the step set gradients to None (torch's reducer
+  does the same); where ``.grad`` already is the view, autograd accumulates into it. With
   ``comm_dtype=torch.bfloat16`` each bucket travels in bf16, half the bytes of fp32 gradients, as
-  torch's ``bf16_compress_hook`` does for its DDP: averaged before the all-reduce (the sum of bf16
-  values stays in range), and copied back into the fp32 gradients after it.
+  torch's ``bf16_compress_hook`` does for its DDP: the buffer is converted once and averaged before
+  the all-reduce (the sum of bf16 values stays in range), and copied back into the fp32 buffer once
+  after it.
 """
 
 import weakref
@@ -108,13 +114,26 @@ class DDPIndividualParameters(_DataParallel):
 
 class DDPBucketed(_DataParallel):
     """bucket_size_mb=None puts every gradient in one bucket; comm_dtype, if given, is the dtype the
-    buckets are all-reduced in (None: the gradients' own)."""
+    buckets are all-reduced in (None: the gradients' own).
+
+    ``grad_buffers[i]`` is bucket i's flat buffer (its parameters' dtype and device), which holds
+    their gradients in bucket order. A bucket's parameters must share dtype and device, since one
+    buffer holds them.
+    """
 
     def __init__(self, module: nn.Module, bucket_size_mb: float | None, comm_dtype: torch.dtype | None = None):
         super().__init__(module)
         self.comm_dtype = comm_dtype
         self.buckets = make_buckets(self.params, bucket_size_mb)
         self._bucket_of = {id(p): i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.grad_buffers, self._views = [], []
+        for bucket in self.buckets:
+            if len({(p.dtype, p.device) for p in bucket}) > 1:
+                raise ValueError("a bucket's parameters must share dtype and device: they share one buffer")
+            buffer = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
+            views = buffer.split([p.numel() for p in bucket])
+            self.grad_buffers.append(buffer)
+            self._views.append({id(p): view.view_as(p) for p, view in zip(bucket, views)})
         self.on_train_batch_start()
         self._on_grad_ready(self._ready)
 
@@ -122,30 +141,51 @@ class DDPBucketed(_DataParallel):
         self._ready_count = [0] * len(self.buckets)
         self._pending: list[tuple[dist.Work, torch.Tensor, int]] = []
 
+    def _into_view(self, index: int, param: torch.Tensor) -> None:
+        """Make param.grad its view in bucket index's buffer, holding this step's gradient.
+
+        Where .grad already is the view, autograd accumulated into it (or the step left it there)
+        and nothing moves. A fresh gradient (the step set grads to None) is copied in. A parameter
+        without a gradient, which backward never reached, gets zeros: its view still holds the
+        previous step's gradient, and must add nothing to the other ranks' sum. Only parameters
+        whose .grad is not the view are touched, so the zeroing costs nothing where every
+        parameter is used.
+        """
+        view = self._views[index][id(param)]
+        if param.grad is view:
+            return
+        if param.grad is None:
+            view.zero_()
+        else:
+            view.copy_(param.grad)
+        param.grad = view
+
     def _ready(self, param: torch.Tensor) -> None:
         index = self._bucket_of[id(param)]
+        self._into_view(index, param)
         self._ready_count[index] += 1
         if self._ready_count[index] == len(self.buckets[index]):
             self._launch(index)
 
     def _launch(self, index: int) -> None:
-        flat = _flatten_dense_tensors(self._grads(self.buckets[index]))
+        wire = self.grad_buffers[index]
         if self.comm_dtype is not None:
-            flat = flat.to(self.comm_dtype).div_(self.world_size)
-        self._pending.append((dist.all_reduce(flat, async_op=True), flat, index))
+            wire = wire.to(self.comm_dtype).div_(self.world_size)
+        self._pending.append((dist.all_reduce(wire, async_op=True), wire, index))
 
     def finish_gradient_synchronization(self) -> None:
         launched = {index for _, _, index in self._pending}
-        for index in range(len(self.buckets)):  # buckets with a parameter backward never reached
+        for index, bucket in enumerate(self.buckets):  # buckets with a parameter backward never reached
             if index not in launched:
+                for p in bucket:
+                    self._into_view(index, p)
                 self._launch(index)
-        for work, flat, index in self._pending:
+        for work, wire, index in self._pending:
             work.wait()
             if self.comm_dtype is None:
-                flat.div_(self.world_size)
-            grads = [p.grad for p in self.buckets[index]]
-            for grad, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
-                grad.copy_(synced)
+                wire.div_(self.world_size)
+            else:
+                self.grad_buffers[index].copy_(wire)
         self.on_train_batch_start()
 
 
