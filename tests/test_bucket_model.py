@@ -142,33 +142,24 @@ def test_contention_slows_the_backward_per_byte_in_flight():
     assert predict_exposed(per_parameter_bf16, sizes, backward, cost, contention=0.01) == pytest.approx(9)
 
 
-def _kernels(variant, kind, spans, device="GPU A"):
-    return [
-        {"variant": variant, "kind": kind, "start_ms": start, "duration_ms": length, "stream": 7 if kind == "compute"
-         else 9, "device_name": device, "world_size": 2, "status": "ok"}
-        for start, length in spans
-    ]  # fmt: skip
+def test_contention_is_fitted_from_the_backward_or_refused_with_the_reason():
+    sizes, backward = [400, 400, 400, 400], 8.0
+    cost = fitted_cost(1.0, 100.0)  # 5 s per parameter's all-reduce
+    # individual's all-reduces are ready at 2, 4, 6, 8 s and start at 2 and 7 inside the 8 s backward:
+    # 800 bytes in flight; a backward 4 s slower than local's is 4 / 800 s per byte
+    fit = fit_contention(4.0, "individual", sizes, backward, cost)
+    assert fit["status"] == "ok" and fit["bytes_in_flight"] == 800
+    assert fit["seconds_per_byte"] == pytest.approx(4.0 / 800)
+    # the fitted contention, put back into the model, slows that variant's backward by what was measured
+    slowed = predict_exposed("individual", sizes, backward, cost, contention=fit["seconds_per_byte"])
+    assert slowed > predict_exposed("individual", sizes, backward, cost)
 
-
-def test_contention_is_fitted_from_the_timelines_or_refused_with_the_reason():
-    # naive: 10 ms of compute, all-reduces after it; individual: the same kernels take 12 ms, and 2 of
-    # its 4 ms of all-reduce run beside them: half of 1000 gradient bytes in flight cost 2 ms
-    alone = _kernels("naive", "compute", [(0, 6), (6, 4)]) + _kernels("naive", "communication", [(10, 4)])
-    beside = _kernels("individual", "compute", [(0, 7), (7, 5)]) + _kernels(
-        "individual", "communication", [(10, 2), (12, 2)]
-    )
-    fit = fit_contention(pd.DataFrame(alone + beside), gradient_bytes=1000)
-    assert fit["status"] == "ok" and fit["bytes_in_flight"] == pytest.approx(500)
-    assert fit["seconds_per_byte"] == pytest.approx(2e-3 / 500)
-
-    def why(rows):
-        fit = fit_contention(pd.DataFrame(rows), gradient_bytes=1000)
+    def why(slowdown, variant="individual", grads=sizes):
+        fit = fit_contention(slowdown, variant, grads, backward, cost)
         assert fit["status"] == "refused" and math.isnan(fit["seconds_per_byte"])
         return fit["note"]
 
-    assert why(beside) == "no timeline of naive"
-    assert "several machines" in why(alone + _kernels("individual", "compute", [(0, 12)], device="GPU B") + beside)
-    after = _kernels("individual", "compute", [(0, 12)]) + _kernels("individual", "communication", [(12, 4)])
-    assert why(alone + after) == "no all-reduce of individual ran beside compute"
-    faster = _kernels("individual", "compute", [(0, 9)]) + _kernels("individual", "communication", [(5, 4)])
-    assert why(alone + faster) == "compute of individual no slower than of naive: no contention to fit"
+    assert why(-0.5) == "individual's backward no slower than local's: no contention to fit"
+    assert why(float("nan")) == "no backward time of individual and of local"
+    # one bucket of everything is ready only when backward ends: nothing runs beside it
+    assert why(1.0, variant="bucketed-1000") == "no all-reduce of bucketed-1000 starts inside its backward"

@@ -16,7 +16,7 @@ from lmperf.distributed.accounting import (
     fsdp_bytes_per_device,
     smallest_fsdp,
 )
-from lmperf.distributed.bucket_model import fitted_cost, predict_exposed
+from lmperf.distributed.bucket_model import fit_contention, fitted_cost, predict_exposed
 from lmperf.measure.stats import ratio_ci, summarize_ms
 from lmperf.report import ddp_section
 
@@ -286,3 +286,33 @@ def test_the_sharding_target_is_the_rows_and_each_world_size_has_its_tables():
     assert "### 4 ranks\n\nNot measured: needs 4 GPUs, 2 visible." in joined
     stricter = "\n".join(ddp_section.render_sharding(rows.assign(sharding_saved_share=0.95)))
     assert "**90.0%** of it (target: ≥ 95%: **not met**)" in stricter
+
+
+def test_the_model_slows_backward_by_the_contention_individuals_backward_shows():
+    o, w = 100e-6, 300e9
+    fits = pd.DataFrame(
+        [{"backend": "nccl", "world_size": 2, "overhead_us": o * 1e6, "bandwidth_gbps": w / 1e9, "status": "ok"}]
+    )
+    medians = {"local": 100.0, "naive": 150.0, "individual": 118.0, "bucketed-100": 116.0, "torch_ddp": 115.0}
+    train = _train_rows(medians, backward={"local": 60.0, "individual": 72.0, "bucketed-100": 71.0})
+    by = train.set_index("variant")
+    backward = {v: float(np.median(np.array(by.loc[v, "backward_times_ms"].split(";"), float))) for v in by.index}
+    sizes, cost = ddp_section.parameter_bytes("xl", 128), fitted_cost(o, w)
+    fit = fit_contention(
+        (backward["individual"] - backward["local"]) / 1e3, "individual", sizes, backward["local"] / 1e3, cost
+    )
+    assert fit["status"] == "ok"
+    expected = predict_exposed("bucketed-100", sizes, backward["local"] / 1e3, cost, fit["seconds_per_byte"]) * 1e3
+    joined = "\n".join(ddp_section.render_training(train, fits))
+    line = next(line for line in joined.splitlines() if line.startswith("| bucketed-100"))
+    assert f"{expected:.2f}" in line
+    # without the contention the same model predicts less: the slowdown is what it adds
+    assert expected > predict_exposed("bucketed-100", sizes, backward["local"] / 1e3, cost) * 1e3 + 5
+    assert (
+        f"fitted on these steps from individual's backward, {backward['individual'] - backward['local']:.2f} ms"
+        in joined
+    )
+    assert re.search(r"Best bucket size: predicted [\d.]+ MB, measured 100 MB \(bucketed-100", joined)
+    # no individual row: the model says it took the backward as fast beside the all-reduces as alone
+    alone = "\n".join(ddp_section.render_training(train[train["variant"] != "individual"], fits))
+    assert "no contention fitted: no backward time of individual and of local" in alone

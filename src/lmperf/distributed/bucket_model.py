@@ -20,10 +20,10 @@ parameter's gradient is; all-reduces run one after another on one stream. A buck
 bf16 (``bucketed-<MB>-bf16``) carries half its fp32 bytes.
 
 Compute and NCCL share the GPU's SMs, so a backward beside all-reduces runs slower than alone.
-``fit_contention`` measures that slowdown per byte in flight from the kernel timelines of one
-machine (an overlapped step's compute time against a step whose all-reduces follow backward), and
+``fit_contention`` measures that slowdown per byte in flight on the machine itself, from one
+overlapping variant's backward against local's (no communication), and
 ``predict_exposed(..., contention=...)`` slows the backward by it for every byte all-reduced while
-it runs; where the timelines cannot give it, the fit is refused with the reason.
+it runs; where the rows cannot give it, the fit is refused with the reason.
 
     python -m lmperf.distributed.bucket_model --allreduce results/allreduce.csv --out results/comm_fit.csv
 """
@@ -152,16 +152,9 @@ def contended_exposed(ready: list[float], sizes: list[int], backward_s: float, c
     return max(0.0, end - backward_s)
 
 
-def predict_exposed(
-    variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost, contention: float = 0.0
-) -> float:
-    """Predicted exposed communication (seconds) of a DDP variant (lmperf.studies.ddp's names); with
-    ``contention`` (``fit_contention``), the overlapping variants' backward slows per byte in flight."""
-    total = sum(parameter_bytes)
-    if variant == "naive":  # one blocking all-reduce per parameter, all after backward
-        return sum(cost(n) for n in parameter_bytes)
-    if variant == "flat":  # one all-reduce of everything after backward
-        return cost(total)
+def overlapped_schedule(variant: str, parameter_bytes: list[int], backward_s: float) -> tuple[list[float], list[int]]:
+    """When each all-reduce of an overlapping variant (``individual``, ``bucketed-*``) is ready, in
+    seconds into the backward, and the bytes it carries on the wire."""
     if variant == "individual":
         bucket_mb, comm_dtype = 0.0, None
     elif variant.startswith("bucketed-"):
@@ -169,65 +162,59 @@ def predict_exposed(
     else:
         raise ValueError(f"no model for variant {variant!r}")
     sizes = bucket_bytes(parameter_bytes, bucket_mb)
-    done, ready = 0, []
+    total, done, ready = sum(parameter_bytes), 0, []
     for nbytes in sizes:  # reverse order: backward makes the last parameters' gradients first
         done += nbytes
         ready.append(backward_s * done / total)
     wire = comm_dtype.itemsize / 4 if comm_dtype is not None else 1.0  # fp32 gradients, sent as comm_dtype
-    return contended_exposed(ready, [round(n * wire) for n in sizes], backward_s, cost, contention)
+    return ready, [round(n * wire) for n in sizes]
 
 
-def _union_ms(spans: pd.DataFrame) -> list[tuple[float, float]]:
-    """Kernel spans (start_ms, duration_ms) merged into disjoint intervals."""
-    merged: list[list[float]] = []
-    for start, end in sorted(zip(spans["start_ms"], spans["start_ms"] + spans["duration_ms"])):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(a, b) for a, b in merged]
+def predict_exposed(
+    variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost, contention: float = 0.0
+) -> float:
+    """Predicted exposed communication (seconds) of a DDP variant (lmperf.studies.ddp's names); with
+    ``contention`` (``fit_contention``), the overlapping variants' backward slows per byte in flight."""
+    if variant == "naive":  # one blocking all-reduce per parameter, all after backward
+        return sum(cost(n) for n in parameter_bytes)
+    if variant == "flat":  # one all-reduce of everything after backward
+        return cost(sum(parameter_bytes))
+    ready, sizes = overlapped_schedule(variant, parameter_bytes, backward_s)
+    return contended_exposed(ready, sizes, backward_s, cost, contention)
 
 
-def fit_contention(timeline: pd.DataFrame, gradient_bytes: int, overlapped="individual", alone="naive") -> dict:
-    """The backward's slowdown per byte in flight, from one machine's kernel timelines (the ddp
-    timeline rows): the compute kernels' time of a step whose all-reduces overlap backward
-    (``overlapped``) less that of one whose all-reduces all follow it (``alone``), over the bytes the
-    overlapped step all-reduced beside compute (its gradients' bytes times the share of its NCCL
-    kernel time that overlaps a compute kernel). Returns status 'ok' with ``seconds_per_byte``, or
-    'refused' with the reason in ``note``."""
+def fit_contention(slowdown_s: float, variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost) -> dict:
+    """The backward's slowdown per byte in flight, from one overlapping variant's measured backward
+    against the backward with no communication (``slowdown_s``: both timed over many steps with CUDA
+    events, on the machine the prediction is for): the slowdown over the bytes that variant
+    all-reduces while its backward runs, in the model's schedule of it. Returns status 'ok' with
+    ``seconds_per_byte``, or 'refused' with the reason in ``note``.
+
+    Why from the steps and not from a kernel trace: one traced step of an overlapping variant ran
+    up to 17% longer than untraced (notes/ddp-overlap.md), more than the slowdown to be fitted."""
 
     def refused(note: str) -> dict:
-        return {"status": "refused", "note": note, "seconds_per_byte": float("nan")}
+        return {"status": "refused", "note": note, "seconds_per_byte": float("nan"), "variant": variant}
 
-    rows = timeline[timeline["status"] == "ok"] if "status" in timeline else timeline
-    if rows.empty:
-        return refused("no kernel timeline")
-    machines = rows[["device_name", "world_size"]].drop_duplicates() if "device_name" in rows else rows[["world_size"]]
-    if len(machines) > 1:
-        return refused("timelines of several machines or world sizes: fit one at a time")
-    missing = [v for v in (overlapped, alone) if v not in set(rows["variant"])]
-    if missing:
-        return refused(f"no timeline of {', '.join(missing)}")
-    compute = {v: rows[(rows["variant"] == v) & (rows["kind"] == "compute")] for v in (overlapped, alone)}
-    slowdown_s = (compute[overlapped]["duration_ms"].sum() - compute[alone]["duration_ms"].sum()) / 1e3
-    nccl = rows[(rows["variant"] == overlapped) & (rows["kind"] == "communication")]
-    busy = _union_ms(compute[overlapped])
-    beside_ms = sum(
-        max(0.0, min(end, b) - max(start, a))
-        for start, end in zip(nccl["start_ms"], nccl["start_ms"] + nccl["duration_ms"])
-        for a, b in busy
-    )
-    if beside_ms <= 0:
-        return refused(f"no all-reduce of {overlapped} ran beside compute")
+    if not np.isfinite(slowdown_s):
+        return refused(f"no backward time of {variant} and of local")
     if slowdown_s <= 0:
-        return refused(f"compute of {overlapped} no slower than of {alone}: no contention to fit")
-    in_flight = gradient_bytes * beside_ms / nccl["duration_ms"].sum()
+        return refused(f"{variant}'s backward no slower than local's: no contention to fit")
+    ready, sizes = overlapped_schedule(variant, parameter_bytes, backward_s)
+    end, in_flight = 0.0, 0
+    for when, nbytes in zip(ready, sizes):
+        start = max(end, when)
+        in_flight += nbytes if start < backward_s else 0
+        end = start + cost(nbytes)
+    if in_flight == 0:
+        return refused(f"no all-reduce of {variant} starts inside its backward")
     return {
         "status": "ok",
         "note": "",
         "seconds_per_byte": slowdown_s / in_flight,
         "slowdown_ms": slowdown_s * 1e3,
         "bytes_in_flight": in_flight,
+        "variant": variant,
     }
 
 

@@ -21,8 +21,8 @@ from lmperf.distributed.accounting import (
     fsdp_bytes_per_device,
     smallest_fsdp,
 )
-from lmperf.distributed.bucket_model import fitted_cost, predict_exposed, swept_cost
-from lmperf.distributed.ddp import BF16
+from lmperf.distributed.bucket_model import fit_contention, fitted_cost, predict_exposed, swept_cost
+from lmperf.distributed.ddp import BF16, bucketed_settings
 from lmperf.measure.settings import setting
 from lmperf.measure.stats import difference_ci, ratio_ci, resolved, split_ms
 from lmperf.model import TransformerLM, model_config
@@ -33,6 +33,7 @@ ANCHOR = "torch_ddp"
 # Ours, which the bucket model describes: every variant but local and torch's
 MODELLED = tuple(v for v in ORDER if v != "local" and not v.startswith(ANCHOR))
 BUCKET_GRID_MB = np.geomspace(0.25, 4096, 29)  # where the model looks for its optimum
+CONTENTION_FROM = "individual"  # the overlapping variant whose backward gives the contention: not a bucketed one
 
 
 def parameter_bytes(size: str, context: int) -> list[int]:
@@ -94,14 +95,15 @@ def predictions(
         return pd.Series(dtype=float), {}, f"no all-reduce sweep of {first['backend']} with {first['world_size']} ranks"
     backward_s = local["backward_ms"].iloc[0] / 1e3
     sizes = parameter_bytes(first["size"], int(first["context_length"]))
-    predicted = {v: predict_exposed(v, sizes, backward_s, cost) * 1e3 for v in MODELLED}
-    grid = {mb: predict_exposed(f"bucketed-{mb}", sizes, backward_s, cost) * 1e3 for mb in BUCKET_GRID_MB}
+    beside = rows.loc[rows["variant"] == CONTENTION_FROM, "backward_ms"]
+    slowdown_s = (beside.iloc[0] / 1e3 - backward_s) if len(beside) else float("nan")
+    contention = fit_contention(slowdown_s, CONTENTION_FROM, sizes, backward_s, cost)
+    per_byte = contention["seconds_per_byte"] if contention["status"] == "ok" else 0.0
+    predicted = {v: predict_exposed(v, sizes, backward_s, cost, per_byte) * 1e3 for v in MODELLED}
+    grid = {mb: predict_exposed(f"bucketed-{mb}", sizes, backward_s, cost, per_byte) * 1e3 for mb in BUCKET_GRID_MB}
     best = min(grid, key=grid.get)
-    return (
-        pd.Series(predicted),
-        {"source": source, "backward_ms": backward_s * 1e3, "best_mb": best, "best_ms": grid[best]},
-        "",
-    )
+    model = {"source": source, "backward_ms": backward_s * 1e3, "best_mb": best, "best_ms": grid[best]}
+    return pd.Series(predicted), {**model, "contention": contention}, ""
 
 
 def _same_link(frame: pd.DataFrame | None, row: pd.Series) -> pd.DataFrame:
@@ -339,8 +341,9 @@ def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: s
     measured = by[ours_in_fp32(by.index)]["exposed_ms"].dropna()
     out = [
         f"- Bucket model: buckets formed as DDPBucketed forms them, local's backward of "
-        f"{num(model['backward_ms'])} ms, and each all-reduce's time from {model['source']}. "
-        f"Predicted optimum **{num(model['best_mb'], 1)} MB** ({num(model['best_ms'])} ms exposed)"
+        f"{num(model['backward_ms'])} ms, each all-reduce's time from {model['source']}, and "
+        f"{_contention_words(model['contention'])}. Predicted optimum **{_mb(model['best_mb'])} MB** "
+        f"({num(model['best_ms'])} ms exposed)"
         + (f", measured best **{measured.idxmin()}** ({num(measured.min())} ms)." if len(measured) else ".")
     ]
     ratios = model_ratios(by, predicted)
@@ -352,7 +355,37 @@ def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: s
         )
         if not within:
             out += _why_the_model_misses(by, predicted)
-    return out
+    return out + _best_size_line(measured, model, factor)
+
+
+def _mb(size: float) -> str:
+    """A bucket size in MB, to the precision the model's grid of sizes has (0.25 MB, 4096 MB)."""
+    return num(size, 2 if size < 10 else 0)
+
+
+def _best_size_line(measured: pd.Series, model: dict, factor: float) -> list[str]:
+    """The predicted best bucket size against the measured best of the sizes run (fp32 buckets)."""
+    if measured.empty:
+        return []
+    best = measured.idxmin()
+    size_mb = bucketed_settings(best)[0]
+    apart = max(model["best_mb"] / size_mb, size_mb / model["best_mb"])
+    return [
+        f"- Best bucket size: predicted {_mb(model['best_mb'])} MB, measured {_mb(size_mb)} MB ({best}, the "
+        f"least exposed of the sizes run): a factor of {num(apart, 1)} apart (target: within a factor of "
+        f"{factor:g}: **{'met' if apart <= factor else 'not met'}**)."
+    ]
+
+
+def _contention_words(fit: dict) -> str:
+    """How the model slows backward beside the all-reduces: the fitted contention, or why none."""
+    if fit["status"] != "ok":
+        return f"a backward as fast beside the all-reduces as alone (no contention fitted: {fit['note']})"
+    return (
+        f"a backward slowed by {num(fit['seconds_per_byte'] * 1e3 * 2**30, 3)} ms per GiB all-reduced while it runs, "
+        f"fitted on these steps from {fit['variant']}'s backward, {num(fit['slowdown_ms'])} ms longer than local's "
+        f"with {num(fit['bytes_in_flight'] / 2**30, 3)} GiB in flight"
+    )
 
 
 def _why_the_model_misses(by: pd.DataFrame, predicted: pd.Series) -> list[str]:
