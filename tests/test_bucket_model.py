@@ -10,10 +10,12 @@ import torch.nn as nn
 from lmperf.distributed import make_buckets
 from lmperf.distributed.bucket_model import (
     bucket_bytes,
+    contended_backward,
     fit_allreduce,
     fit_contention,
     fit_overhead_bandwidth,
     fitted_cost,
+    overlapped_schedule,
     predict_exposed,
     swept_cost,
 )
@@ -145,14 +147,14 @@ def test_contention_slows_the_backward_per_byte_in_flight():
 def test_contention_is_fitted_from_the_backward_or_refused_with_the_reason():
     sizes, backward = [400, 400, 400, 400], 8.0
     cost = fitted_cost(1.0, 100.0)  # 5 s per parameter's all-reduce
-    # individual's all-reduces are ready at 2, 4, 6, 8 s and start at 2 and 7 inside the 8 s backward:
-    # 800 bytes in flight; a backward 4 s slower than local's is 4 / 800 s per byte
+    # a backward 4 s slower than local's 8 s: in a 12 s backward individual's all-reduces are ready at
+    # 3, 6, 9, 12 s and start at 3 and 8 inside it: 800 bytes in flight, so 4 / 800 s per byte
     fit = fit_contention(4.0, "individual", sizes, backward, cost)
     assert fit["status"] == "ok" and fit["bytes_in_flight"] == 800
     assert fit["seconds_per_byte"] == pytest.approx(4.0 / 800)
-    # the fitted contention, put back into the model, slows that variant's backward by what was measured
-    slowed = predict_exposed("individual", sizes, backward, cost, contention=fit["seconds_per_byte"])
-    assert slowed > predict_exposed("individual", sizes, backward, cost)
+    # the fitted contention, put back into the model, slows that variant's backward by just what was measured
+    ready, wire = overlapped_schedule("individual", sizes, backward)
+    assert contended_backward(ready, wire, backward, cost, fit["seconds_per_byte"])[0] == pytest.approx(backward + 4.0)
 
     def why(slowdown, variant="individual", grads=sizes):
         fit = fit_contention(slowdown, variant, grads, backward, cost)
@@ -160,6 +162,6 @@ def test_contention_is_fitted_from_the_backward_or_refused_with_the_reason():
         return fit["note"]
 
     assert why(-0.5) == "individual's backward no slower than local's: no contention to fit"
-    assert why(float("nan")) == "no backward time of individual and of local"
+    assert why(float("nan")) == "no backward time of individual, or of local, to compare"
     # one bucket of everything is ready only when backward ends: nothing runs beside it
     assert why(1.0, variant="bucketed-1000") == "no all-reduce of bucketed-1000 starts inside its backward"

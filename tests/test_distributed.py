@@ -297,6 +297,18 @@ def _dropped_wrappers_free_their_model(rank, world, results_dir):
         assert alive() is None, "a dropped DDP wrapper kept its model (and gradients) alive"
 
 
+def _backward_twice(rank, world):
+    ddp = DDPBucketed(ToyModel(), bucket_size_mb=None)
+    x, y = batch("toy")
+    loss_fn("toy", ddp(x), y).backward()
+    with pytest.raises(RuntimeError, match="a second backward before finish_gradient_synchronization"):
+        loss_fn("toy", ddp(x), y).backward()
+
+
+def test_a_second_backward_before_the_sync_raises_instead_of_leaving_gradients_unsynced():
+    run_workers(_backward_twice, WORLD, timeout_s=60)
+
+
 def test_dropped_ddp_wrappers_free_their_model(tmp_path):
     """Gradient hooks live in C++ where the garbage collector cannot see them; they must not pin the model."""
     run_workers(_dropped_wrappers_free_their_model, WORLD, tmp_path, timeout_s=120)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, copy_pipeline, snakemake
-from lmperf.report.projection import job_list, makespan, project, summary
+from lmperf.report.projection import job_list, kind, makespan, project, summary
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
 
@@ -30,6 +30,27 @@ def test_a_job_is_charged_its_measured_cost_else_its_studys_median():
     assert table.loc["all", "estimated"] == 1
 
 
+def test_an_unmeasured_job_is_charged_its_kinds_median_before_its_studys():
+    grid = jobs(("ddp", "train-n2-b16", 2), ("ddp", "train-n4-b16", 4), ("ddp", "timeline-n2", 2))
+    costs = pd.DataFrame(
+        {"job": ["benchmarks/ddp/train-n2-b16.tsv", "benchmarks/ddp/timeline-n2.tsv"], "wall_s": [200.0, 40.0]}
+    )
+    projected = project(grid, costs).set_index("job")
+    assert projected.loc["benchmarks/ddp/train-n4-b16.tsv", "wall_s"] == 200.0  # a train job, not the study's 120
+    assert kind("benchmarks/flash/sweep/bf16-d64.tsv") == kind("benchmarks/flash/sweep/fp32-d128.tsv")
+
+
+def test_a_cost_measured_on_a_cpu_is_not_a_gpu_cost():
+    grid = jobs(("e2e", "a", 1), ("e2e", "b", 1))
+    costs = pd.DataFrame(
+        {"job": ["benchmarks/e2e/a.tsv", "benchmarks/e2e/b.tsv"], "wall_s": [5.0, 90.0], "device_type": ["cpu", "cuda"]}
+    )
+    projected = project(grid, costs).set_index("job")
+    assert (
+        projected.loc["benchmarks/e2e/a.tsv", "wall_s"] == 90.0 and projected.loc["benchmarks/e2e/a.tsv", "estimated"]
+    )
+
+
 def test_a_study_with_no_measured_job_is_refused_by_name():
     grid = jobs(("e2e", "a", 1), ("ladder", "x", 1))
     with pytest.raises(ValueError, match="ladder"):
@@ -48,6 +69,8 @@ def test_the_schedule_puts_jobs_side_by_side_and_waits_for_a_multi_gpu_jobs_gpus
     # the 4-GPU job runs alone: longest first, then the three one-GPU jobs side by side
     assert makespan([30, 10, 10, 10], [4, 1, 1, 1], n_gpus=4) == 40
     assert makespan([10, 30], [1, 1], n_gpus=4) == 30  # never shorter than the longest job
+    with pytest.raises(ValueError, match="0 GPUs"):
+        makespan([10], [1], n_gpus=0)
 
 
 def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
@@ -60,7 +83,7 @@ def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
 
 def test_the_committed_projection_is_recomputed_from_its_committed_files():
     grid = pd.read_csv(SLICE / "jobs.csv")
-    costs = pd.read_csv(SLICE / "job_costs.csv", usecols=["job", "wall_s"])
+    costs = pd.read_csv(SLICE / "job_costs.csv")
     committed = pd.read_csv(SLICE / "projection.csv")
     recomputed = summary(project(grid, costs), int(committed["gpus"].iloc[0]))
     pd.testing.assert_frame_equal(recomputed.reset_index(drop=True), committed, check_dtype=False)

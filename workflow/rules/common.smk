@@ -47,10 +47,11 @@ if not shutil.which("python", path=INTERPRETER_DIR):
 #
 # Every job compiles into one cache in the run's directory (.cache/compile/), unless the environment
 # names its own (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR). Torch and Triton already share a cache
-# between jobs on one machine (under /tmp and ~/.triton); this one also serves jobs on other nodes
-# (Slurm) and the next allocation, and survives a machine that starts bare. Both write cache entries
-# by atomic rename, so concurrent jobs share it safely. A job that finds its kernels there skips
-# compiling them: a warm cache took 28-33% off e2e and ladder jobs (report/reference/one-allocation/).
+# between jobs on one machine (under /tmp and ~/.triton); this one also serves Slurm jobs on other
+# nodes of a shared file system and later runs in the same checkout. It is not part of a run's state
+# tarball: a fresh checkout compiles again. Both write cache entries by atomic rename, so concurrent
+# jobs share it safely. A warm cache took up to 28-33% off e2e and ladder jobs
+# (report/reference/one-allocation/).
 INDUCTOR_CACHE, TRITON_CACHE = (
     os.path.abspath(os.path.join(".cache", "compile", kind)) for kind in ("inductor", "triton")
 )

@@ -38,6 +38,7 @@ import torch
 
 from lmperf.distributed.ddp import bucketed_settings, make_buckets
 from lmperf.log import to_stderr
+from lmperf.measure.env import git_commit
 from lmperf.measure.rows import write_csv_atomic
 
 log = logging.getLogger(__name__)
@@ -129,27 +130,42 @@ def swept_cost(nbytes, seconds) -> Cost:
     return lambda n: float(np.interp(n, x, t)) + max(0.0, n - x[-1]) * slope
 
 
-def contended_exposed(ready: list[float], sizes: list[int], backward_s: float, cost: Cost, contention: float) -> float:
-    """Seconds from the end of backward until the last of these all-reduces ends, each started when its
-    bucket is ready (``ready``: seconds into a backward of ``backward_s``) and the previous one has
-    ended, with the backward slowed by ``contention`` seconds per byte of the all-reduces that start
-    before it ends (compute and NCCL share the GPU). The slower backward makes buckets ready
-    later, in proportion, and lets more all-reduces start inside it: iterated to its fixed point (the
-    backward only grows, by whole all-reduces, so within one pass per all-reduce). An all-reduce that
-    starts inside the backward counts whole. Exposed is measured from the backward's time alone, as
-    step − local measures it."""
+def schedule(
+    ready: list[float], sizes: list[int], backward_s: float, stretched: float, cost: Cost
+) -> tuple[float, int]:
+    """All-reduces one after another, each started when its bucket is ready and the previous one has
+    ended, in a backward of ``stretched`` seconds (``ready``: seconds into one of ``backward_s``, so
+    scaled in proportion): when the last ends, and the bytes of those that start inside the backward
+    (an all-reduce that starts inside it counts whole)."""
+    end, in_flight = 0.0, 0
+    for when, nbytes in zip(ready, sizes):
+        start = max(end, when * stretched / backward_s)
+        in_flight += nbytes if start < stretched else 0
+        end = start + cost(nbytes)
+    return end, in_flight
+
+
+def contended_backward(
+    ready: list[float], sizes: list[int], backward_s: float, cost: Cost, contention: float
+) -> tuple[float, float]:
+    """The backward slowed by ``contention`` seconds per byte of the all-reduces that start before it
+    ends (compute and NCCL share the GPU), and when the last all-reduce ends. The slower backward makes
+    buckets ready later, in proportion, and lets more all-reduces start inside it: iterated to its
+    fixed point (the backward only grows, by whole all-reduces, so within one pass per all-reduce)."""
     stretched = backward_s
     for _ in range(len(sizes) + 1):
-        end, in_flight = 0.0, 0
-        for when, nbytes in zip(ready, sizes):
-            start = max(end, when * stretched / backward_s)
-            in_flight += nbytes if start < stretched else 0
-            end = start + cost(nbytes)
+        end, in_flight = schedule(ready, sizes, backward_s, stretched, cost)
         longer = backward_s + contention * in_flight
         if longer == stretched:
             break
         stretched = longer
-    return max(0.0, end - backward_s)
+    return stretched, end
+
+
+def contended_exposed(ready: list[float], sizes: list[int], backward_s: float, cost: Cost, contention: float) -> float:
+    """Seconds from the end of backward until the last all-reduce ends (``contended_backward``),
+    measured from the backward's time alone, as step − local measures it."""
+    return max(0.0, contended_backward(ready, sizes, backward_s, cost, contention)[1] - backward_s)
 
 
 def overlapped_schedule(variant: str, parameter_bytes: list[int], backward_s: float) -> tuple[list[float], list[int]]:
@@ -185,10 +201,10 @@ def predict_exposed(
 
 def fit_contention(slowdown_s: float, variant: str, parameter_bytes: list[int], backward_s: float, cost: Cost) -> dict:
     """The backward's slowdown per byte in flight, from one overlapping variant's measured backward
-    against the backward with no communication (``slowdown_s``: both timed over many steps with CUDA
-    events, on the machine the prediction is for): the slowdown over the bytes that variant
-    all-reduces while its backward runs, in the model's schedule of it. Returns status 'ok' with
-    ``seconds_per_byte``, or 'refused' with the reason in ``note``.
+    against the backward with no communication (``slowdown_s``: both medians over many steps, timed
+    with CUDA events in the same run, on the machine the prediction is for): the slowdown over the
+    bytes that variant all-reduces while its slowed backward runs, in the model's schedule of it.
+    Returns status 'ok' with ``seconds_per_byte``, or 'refused' with the reason in ``note``.
 
     Why from the steps and not from a kernel trace: one traced step of an overlapping variant ran
     up to 17% longer than untraced (notes/ddp-overlap.md), more than the slowdown to be fitted."""
@@ -197,15 +213,13 @@ def fit_contention(slowdown_s: float, variant: str, parameter_bytes: list[int], 
         return {"status": "refused", "note": note, "seconds_per_byte": float("nan"), "variant": variant}
 
     if not np.isfinite(slowdown_s):
-        return refused(f"no backward time of {variant} and of local")
+        return refused(f"no backward time of {variant}, or of local, to compare")
     if slowdown_s <= 0:
         return refused(f"{variant}'s backward no slower than local's: no contention to fit")
     ready, sizes = overlapped_schedule(variant, parameter_bytes, backward_s)
-    end, in_flight = 0.0, 0
-    for when, nbytes in zip(ready, sizes):
-        start = max(end, when)
-        in_flight += nbytes if start < backward_s else 0
-        end = start + cost(nbytes)
+    # the bytes in flight in the backward as measured, stretched by the slowdown: so the model, given
+    # this contention, slows that variant's backward by just the slowdown measured
+    _, in_flight = schedule(ready, sizes, backward_s, backward_s + slowdown_s, cost)
     if in_flight == 0:
         return refused(f"no all-reduce of {variant} starts inside its backward")
     return {
@@ -223,7 +237,7 @@ def main(argv=None) -> None:
     p.add_argument("--allreduce", required=True)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    fits = fit_allreduce(pd.read_csv(args.allreduce))
+    fits = fit_allreduce(pd.read_csv(args.allreduce)).assign(commit=git_commit())  # the code that fitted them
     write_csv_atomic(fits, args.out)
     log.info(f"all-reduce time fitted per backend and world size:\n{fits.to_string()}")
 

@@ -118,7 +118,12 @@ class DDPBucketed(_DataParallel):
 
     ``grad_buffers[i]`` is bucket i's flat buffer (its parameters' dtype and device), which holds
     their gradients in bucket order. A bucket's parameters must share dtype and device, since one
-    buffer holds them.
+    buffer holds them. One backward per ``finish_gradient_synchronization()``: a second backward
+    before it (gradient accumulation) raises, since its buckets were already sent.
+
+    A step that zeroes its gradients with ``set_to_none=True`` (lmperf.training's train step, as
+    torch's default) makes autograd hand each parameter a fresh gradient, copied into its view in
+    the hook; with ``set_to_none=False`` autograd would accumulate into the views, with no copy.
     """
 
     def __init__(self, module: nn.Module, bucket_size_mb: float | None, comm_dtype: torch.dtype | None = None):
@@ -162,6 +167,11 @@ class DDPBucketed(_DataParallel):
 
     def _ready(self, param: torch.Tensor) -> None:
         index = self._bucket_of[id(param)]
+        if self._ready_count[index] == len(self.buckets[index]):
+            raise RuntimeError(
+                "a second backward before finish_gradient_synchronization(): DDPBucketed all-reduces each "
+                "bucket once per backward, so call it after every backward"
+            )
         self._into_view(index, param)
         self._ready_count[index] += 1
         if self._ready_count[index] == len(self.buckets[index]):

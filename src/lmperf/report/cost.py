@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmperf.log import to_stderr
+from lmperf.measure.env import git_commit
 from lmperf.measure.phases import PHASES
 from lmperf.measure.rows import write_csv_atomic
 from lmperf.report.markdown import num, table
@@ -196,7 +197,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("benchmarks", nargs="+")
     args = p.parse_args(argv)
-    jobs = collect(args.benchmarks, [int(g) for g in args.gpus.split(",")])
+    jobs = collect(args.benchmarks, [int(g) for g in args.gpus.split(",")]).assign(commit=git_commit())
     write_csv_atomic(jobs, args.out)
     log.info(f"{len(jobs)} jobs, {jobs['wall_s'].sum():.0f} s of wall time -> {args.out}")
 

@@ -178,7 +178,7 @@ def _world_size(rows: pd.DataFrame, ran: pd.DataFrame, fits, sweep) -> list[str]
                             f"{num(v)} [{num(lo)}, {num(hi)}]" if pd.notna(v) else "—"
                             for v, lo, hi in zip(group["exposed_ms"], group["exposed_low_ms"], group["exposed_high_ms"])
                         ],
-                        "predicted (ms)": group["variant"].map(lambda v: num(predicted.get(v, float("nan")))),
+                        "predicted (ms)": group["variant"].map(lambda v: _predicted_cell(v, predicted, model)),
                         "measured / predicted": [
                             ratio(e / predicted[v]) if v in predicted and predicted[v] > 0 else "—"
                             for v, e in zip(group["variant"], group["exposed_ms"])
@@ -190,6 +190,13 @@ def _world_size(rows: pd.DataFrame, ran: pd.DataFrame, fits, sweep) -> list[str]
         ]
         out += _claims(group, predicted, model, why_not)
     return out
+
+
+def _predicted_cell(variant: str, predicted: pd.Series, model: dict) -> str:
+    """The model's exposed communication for a variant; *fitted* where the contention came from it."""
+    value = num(predicted.get(variant, float("nan")))
+    fitted = model.get("contention", {})
+    return f"{value} *fitted*" if fitted.get("status") == "ok" and fitted.get("variant") == variant else value
 
 
 def _reasons(rows: pd.DataFrame) -> str:
@@ -326,19 +333,27 @@ def _backward_beside(by: pd.DataFrame, group: pd.DataFrame) -> list[str]:
     ]
 
 
+def exposed_resolved(by: pd.DataFrame) -> pd.Series:
+    """Which variants' exposed communication is resolved above zero (its CI's low end): a ratio to a
+    prediction, or a best size, means something only for those."""
+    return by["exposed_low_ms"].fillna(0) > 0
+
+
 def model_ratios(by: pd.DataFrame, predicted: pd.Series) -> list[float]:
-    """Measured over predicted exposed communication, per bucketed variant with both."""
+    """Measured over predicted exposed communication, per bucketed variant with both, its measured
+    exposed communication resolved above zero."""
+    above = exposed_resolved(by)
     return [
         by.loc[v, "exposed_ms"] / predicted[v]
         for v in predicted.index
-        if v.startswith("bucketed") and v in by.index and predicted[v] > 0 and pd.notna(by.loc[v, "exposed_ms"])
+        if v.startswith("bucketed") and v in by.index and predicted[v] > 0 and above[v]
     ]
 
 
 def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str, factor: float) -> list[str]:
     if not model:
         return [f"- No bucket-model prediction: {why_not}."]
-    measured = by[ours_in_fp32(by.index)]["exposed_ms"].dropna()
+    measured = by[ours_in_fp32(by.index) & exposed_resolved(by)]["exposed_ms"]
     out = [
         f"- Bucket model: buckets formed as DDPBucketed forms them, local's backward of "
         f"{num(model['backward_ms'])} ms, each all-reduce's time from {model['source']}, and "
@@ -346,6 +361,19 @@ def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: s
         f"({num(model['best_ms'])} ms exposed)"
         + (f", measured best **{measured.idxmin()}** ({num(measured.min())} ms)." if len(measured) else ".")
     ]
+    unresolved = [
+        v for v in predicted.index if v.startswith("bucketed") and v in by.index and not exposed_resolved(by)[v]
+    ]
+    if unresolved:
+        out.append(
+            f"- {', '.join(unresolved)}: exposed communication not resolved above zero, so no ratio to the model."
+        )
+    if model["contention"]["status"] == "ok":
+        out.append(
+            "- The contention is one number for every bucket size, so the predictions of different sizes differ "
+            "only in the all-reduces left after backward; it is fitted from "
+            f"{model['contention']['variant']}, whose own prediction is marked *fitted* in the table."
+        )
     ratios = model_ratios(by, predicted)
     if ratios:
         within = all(1 / factor <= r <= factor for r in ratios)
@@ -370,10 +398,14 @@ def _best_size_line(measured: pd.Series, model: dict, factor: float) -> list[str
     best = measured.idxmin()
     size_mb = bucketed_settings(best)[0]
     apart = max(model["best_mb"] / size_mb, size_mb / model["best_mb"])
+    edge = model["best_mb"] in (BUCKET_GRID_MB[0], BUCKET_GRID_MB[-1])
+    searched = (
+        f"; the prediction is at the edge of the sizes searched, {_mb(BUCKET_GRID_MB[0])}-{_mb(BUCKET_GRID_MB[-1])} MB"
+    )
     return [
         f"- Best bucket size: predicted {_mb(model['best_mb'])} MB, measured {_mb(size_mb)} MB ({best}, the "
         f"least exposed of the sizes run): a factor of {num(apart, 1)} apart (target: within a factor of "
-        f"{factor:g}: **{'met' if apart <= factor else 'not met'}**)."
+        f"{factor:g}: **{'met' if apart <= factor else 'not met'}**){searched if edge else ''}."
     ]
 
 
@@ -383,7 +415,7 @@ def _contention_words(fit: dict) -> str:
         return f"a backward as fast beside the all-reduces as alone (no contention fitted: {fit['note']})"
     return (
         f"a backward slowed by {num(fit['seconds_per_byte'] * 1e3 * 2**30, 3)} ms per GiB all-reduced while it runs, "
-        f"fitted on these steps from {fit['variant']}'s backward, {num(fit['slowdown_ms'])} ms longer than local's "
+        f"fitted in this run from {fit['variant']}'s backward, {num(fit['slowdown_ms'])} ms longer than local's "
         f"with {num(fit['bytes_in_flight'] / 2**30, 3)} GiB in flight"
     )
 

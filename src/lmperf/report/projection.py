@@ -1,26 +1,30 @@
 """What a grid will cost before it runs: each job's last measured wall time, scheduled onto N GPUs.
 
-    snakemake --cores 1 --config grid=full device=cuda results/jobs.csv      # the grid's measuring jobs
-    python -m lmperf.report.projection --jobs results/jobs.csv --gpus 4 \\
-        --costs report/reference/<run>/cost.csv --out results/projection.csv
+    snakemake --cores 1 --config grid=full device=cuda -- results/jobs.csv   # the grid's measuring jobs
+    python -m lmperf.report.projection project --jobs results/jobs.csv --gpus 4 \
+        --costs report/reference/one-allocation/job_costs.csv --out results/projection.csv
 
 ``results/jobs.csv`` lists every measuring job of the grid in force: its benchmark file (the job's
 name), study and the GPUs it holds. ``--costs`` are job costs already measured, in the format of
 ``lmperf.report.cost`` (``results/cost.csv`` of an earlier run): ``job`` (benchmark file) and
-``wall_s``; where several files cost the same job, the last one given wins. A job no file costs is
-charged the median wall time of its study's costed jobs and marked ``estimated``; a study with no
-costed job at all is refused, by name, since nothing says what it costs.
+``wall_s``; where several files cost the same job, the last one given wins, and a row whose job ran
+on a CPU (``device_type``) costs nothing on a GPU and is not used. A job no file costs is charged the
+median wall time of the costed jobs of its kind (its name with the numbers masked:
+``ddp/train-n4-b16`` is of the kind of ``ddp/train-n2-b4``), else of its study, and marked
+``estimated``; a study with no costed job at all is refused, by name, since nothing says what it costs.
 
 GPU-minutes are wall time × GPUs held. A job that needs more GPUs than the machine has writes a
-skipped row at once, and is charged nothing. The wall time on N GPUs is the makespan of a greedy
-schedule, longest job first, each job starting as soon as it has its GPUs (as the local pipeline's
-``lmperf.gpu_slots`` hands them out); it leaves out the CPU-only jobs (aggregates, figures, the
-report), which run beside the measuring ones.
+skipped row at once, and is charged nothing. The wall time on N GPUs is an estimate: the makespan of
+a greedy schedule, longest job first, each job starting as soon as it has its GPUs. It leaves out
+the CPU-only jobs (aggregates, figures, the report), which run beside the measuring ones, and the
+few measuring jobs that wait for another (a ladder point's checks for its timed turns), and
+Snakemake, which picks the next job by its own order, not by length, can do worse.
 """
 
 import argparse
 import heapq
 import logging
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -39,20 +43,35 @@ def job_list(benchmarks: list[str], gpus: list[int]) -> pd.DataFrame:
     return pd.DataFrame({"job": benchmarks, "study": studies, "gpus": gpus})
 
 
+def kind(job: str) -> str:
+    """A job's name under benchmarks/ with its numbers masked: the jobs of one rule at other sizes,
+    ranks or dtypes (``benchmarks/flash/sweep/bf16-d64.tsv`` -> ``flash/sweep/#-d#``)."""
+    name = job.split("benchmarks/", 1)[-1].removesuffix(".tsv")
+    return re.sub(r"(bf|fp)?\d+(\.\d+)?", "#", name)
+
+
 def project(jobs: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
-    """Each job with the wall time it is charged: its measured cost, else its study's median (``estimated``)."""
+    """Each job with the wall time it is charged: its measured cost, else the median of its kind's
+    measured jobs, else of its study's (``estimated``). Costs of jobs that ran on a CPU are left out."""
+    if "device_type" in costs:
+        costs = costs[costs["device_type"].fillna("").isin(["cuda", ""])]
     measured = costs.drop_duplicates("job", keep="last").set_index("job")["wall_s"]
-    out = jobs.assign(wall_s=jobs["job"].map(measured), estimated=~jobs["job"].isin(measured.index))
-    medians = out.groupby("study")["wall_s"].median()
-    unknown = sorted(set(out["study"]) - set(medians.dropna().index))
+    out = jobs.assign(
+        wall_s=jobs["job"].map(measured), estimated=~jobs["job"].isin(measured.index), kind=jobs["job"].map(kind)
+    )
+    unknown = sorted(set(out["study"]) - set(out.dropna(subset=["wall_s"])["study"]))
     if unknown:
         raise ValueError(f"no measured cost for any job of {', '.join(unknown)}: nothing to project them from")
-    return out.assign(wall_s=out["wall_s"].fillna(out["study"].map(medians)))
+    for key in ("kind", "study"):
+        out["wall_s"] = out["wall_s"].fillna(out[key].map(out.groupby(key)["wall_s"].median()))
+    return out.drop(columns="kind")
 
 
 def makespan(walls: list[float], gpus: list[int], n_gpus: int) -> float:
     """Seconds until the last job ends when jobs start longest first, each as soon as ``gpus`` of the
     ``n_gpus`` are free (a job needing more GPUs than the machine has is refused)."""
+    if n_gpus < 1:
+        raise ValueError(f"a machine of {n_gpus} GPUs runs no GPU job")
     if max(gpus, default=0) > n_gpus:
         raise ValueError(f"a job needs {max(gpus)} GPUs, the machine has {n_gpus}")
     free_at = [0.0] * n_gpus  # when each GPU is next free
@@ -112,7 +131,7 @@ def main(argv=None) -> None:
         write_csv_atomic(job_list(args.benchmarks, [int(g) for g in args.gpus.split(",")]), args.out)
         return
     jobs = pd.read_csv(args.jobs)
-    costs = pd.concat([pd.read_csv(path, usecols=["job", "wall_s"]) for path in args.costs], ignore_index=True)
+    costs = pd.concat([pd.read_csv(path) for path in args.costs], ignore_index=True)
     table = summary(project(jobs, costs), args.gpus)
     write_csv_atomic(table, args.out)
     total = table.iloc[-1]
