@@ -1,5 +1,8 @@
 import os
+import signal
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -137,6 +140,34 @@ def test_write_rows_is_atomic(tmp_path, monkeypatch):
         write_rows([{"a": 2, "status": "ok"}], path)
     assert path.read_text() == before  # the old result is intact
     assert os.listdir(tmp_path) == ["out.csv"]  # and no temporary file is left
+
+
+# A process that starts writing a CSV and hangs inside the write, until it is stopped.
+SLOW_WRITE = """
+import sys, time
+import pandas as pd
+from lmperf.measure.rows import write_csv_atomic
+
+def slow(self, f, **kwargs):
+    f.write("a,sta")
+    print("writing", flush=True)
+    time.sleep(60)
+
+pd.DataFrame.to_csv = slow
+write_csv_atomic(pd.DataFrame({"a": [1]}), sys.argv[1])
+"""
+
+
+def test_a_job_terminated_while_writing_leaves_no_temporary_file(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITE, str(tmp_path / "out.csv")], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout.readline().strip() == "writing"
+    assert len(os.listdir(tmp_path)) == 1  # the temporary file, mid-write
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert os.listdir(tmp_path) == []  # neither the output nor its temporary file
 
 
 def test_write_rows_requires_a_known_status(tmp_path):

@@ -1,7 +1,10 @@
 """Tidy result rows and their atomic CSV write (a killed run never leaves half a file)."""
 
 import os
+import signal
+import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,19 +21,36 @@ def atomic_path(path: str | os.PathLike):
 
     rename() within one directory is atomic on POSIX, so readers (and Snakemake after a SIGKILL)
     see either no file or the whole file. The file gets the usual umask permissions, not mkstemp's 0600.
+    A SIGTERM while the file is written (a time limit, torchrun stopping its ranks) exits through
+    the removal too, so no temporary file is left beside the output; a SIGKILL can still leave one.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        yield Path(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        with exit_on_sigterm():
+            yield Path(tmp)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+@contextmanager
+def exit_on_sigterm():
+    """Inside the block, SIGTERM raises SystemExit (so ``finally`` clauses run) instead of ending the
+    process at once; outside it, the handler that was there. Only the main thread can set one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def write_csv_atomic(frame: pd.DataFrame, path: str | os.PathLike) -> None:
