@@ -25,6 +25,7 @@ from conftest import (
     table_problems,
 )
 from lmperf.registry import STUDIES, rule_resources
+from lmperf.report import memory_figures
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +148,7 @@ def test_smoke_figures_have_data_or_say_why_not(smoke_run):
     assert "*Kernel timeline of one training step, naive vs overlapped DDP: not drawn, " in report
     assert "figures/ddp_timeline.png" not in report  # an empty timeline is said, not embedded
     for timeline in (smoke_run / "results/memory").glob("*-timeline.csv"):
-        live = pd.read_csv(timeline).drop(columns=["event", "step", "mode", "precision", "context_length"])
+        live = pd.read_csv(timeline).drop(columns=list(memory_figures.KEYS))
         assert (live >= 0).all(axis=None), timeline.name  # live memory is never negative
 
 
