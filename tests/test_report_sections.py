@@ -286,6 +286,27 @@ def test_the_header_names_one_commit_or_says_there_are_several():
     assert two.startswith("The rows come from 2 commits (`abc`, `def`), so not from one run")
 
 
+def test_the_header_gives_gpu_minutes_per_study_and_the_runs_wall_time():
+    from lmperf.report.render import provenance
+
+    jobs = pd.DataFrame(
+        {
+            "study": ["e2e", "ddp", "e2e"],
+            "job": ["a", "b", "c"],
+            "wall_s": [120.0, 60.0, 30.0],
+            "gpus": [1, 2, 1],
+            "start_epoch": [100.0, 100.0, 160.0],  # c starts on a's heels: the run ends at 220 s
+            "gpu_ids": ["0", "1,2", "0"],
+            "host": ["h", "h", "h"],
+        }
+    )
+    text = provenance([jobs], jobs)
+    assert "4.50 GPU-minutes: e2e 2.50, ddp 2.00 (more in Cost of this run)" in text
+    assert text.endswith("From the first job's start to the last one's end the run took 2.00 minutes on 3 GPUs.")
+    # cost files from before the split: no start times, so no wall time is claimed
+    assert "From the first job's start" not in provenance([jobs], jobs.drop(columns=["start_epoch", "gpu_ids", "host"]))
+
+
 def test_leaderboard_rounds_pair_the_implementations_and_say_not_resolved():
     """With interleaved rounds, ours against another is a paired ratio with a CI: a difference inside
     the CI is "not resolved" (never a win), one outside it is stated with its direction."""

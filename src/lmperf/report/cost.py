@@ -129,10 +129,15 @@ def split_table(jobs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_split_columns(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The cost table with the split's columns that older cost files lack, empty."""
+    split_columns = [f"{name}_s" for name in (*PHASES, "exit")] + ["start_epoch", "gpu_ids", "host"]
+    return jobs.reindex(columns=[*jobs.columns, *(c for c in split_columns if c not in jobs)])
+
+
 def render(jobs: pd.DataFrame) -> str:
     """The "Cost of this run" section: per study, jobs, wall time and GPU-minutes, and their total."""
-    split_columns = [f"{name}_s" for name in (*PHASES, "exit")] + ["start_epoch", "gpu_ids", "host"]
-    jobs = jobs.reindex(columns=[*jobs.columns, *(c for c in split_columns if c not in jobs)])  # older cost files
+    jobs = with_split_columns(jobs)
     jobs = jobs.assign(gpu_min=jobs["wall_s"] * jobs["gpus"] / 60)
     per_study = jobs.groupby("study", sort=False).agg(
         jobs=("job", "size"),

@@ -61,8 +61,27 @@ def provenance(frames: list[pd.DataFrame], jobs: pd.DataFrame) -> str:
     gpu_time = f" and {num(gpu_min)} GPU-minutes" if cost.held_gpus(jobs) else " on the CPU, with no GPU"
     return (
         f"{made}, measured on {', '.join(devices) or 'no device'}. Its {len(jobs)} measuring jobs took "
-        f"{num(wall_min)} minutes of wall time{gpu_time} (per study: Cost of this run)."
+        f"{num(wall_min)} minutes of wall time{gpu_time}{_per_study_gpu_minutes(jobs)} (more in Cost of this run)."
+        + _elapsed(jobs)
     )
+
+
+def _per_study_gpu_minutes(jobs: pd.DataFrame) -> str:
+    """GPU-minutes per study, largest first, for the header; empty where no job held a GPU."""
+    if not cost.held_gpus(jobs):
+        return ""
+    per = (jobs["wall_s"] * jobs["gpus"] / 60).groupby(jobs["study"]).sum().sort_values(ascending=False)
+    return ": " + ", ".join(f"{study} {num(minutes)}" for study, minutes in per.items() if minutes > 0)
+
+
+def _elapsed(jobs: pd.DataFrame) -> str:
+    """From the first job's start to the last one's end, and on how many GPUs (where the jobs' cost
+    files say when they started)."""
+    minutes, gpus = cost.elapsed(cost.with_split_columns(jobs))
+    if minutes != minutes:
+        return ""
+    on = f" on {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}" if gpus else ""
+    return f" From the first job's start to the last one's end the run took {num(minutes)} minutes{on}."
 
 
 def left_out(missing: list[str]) -> list[str]:
