@@ -315,3 +315,16 @@ def test_the_model_slows_backward_by_the_contention_individuals_backward_shows()
     # no individual row: the model says it took the backward as fast beside the all-reduces as alone
     alone = "\n".join(ddp_section.render_training(train[train["variant"] != "individual"], fits))
     assert "no contention fitted: no backward time of individual, or of local, to compare" in alone
+
+
+def test_host_time_in_our_hooks_is_reported_for_the_overlapping_variants():
+    train = _train_rows({"local": 100.0, "flat": 120.0, "individual": 110.0, "bucketed-100": 108.0, "torch_ddp": 107.0})
+    hooks = {"flat": "0;0;0", "individual": "3.0;3.2;2.9", "bucketed-100": "0.5;0.4;0.6"}
+    train = train.assign(hook_times_ms=train["variant"].map(hooks))
+    joined = "\n".join(ddp_section.render_training(train))
+    line = next(line for line in joined.splitlines() if line.startswith("- Host time in our gradient hooks"))
+    assert "individual 3.00 ms" in line and "bucketed-100 0.50 ms" in line
+    assert "flat" not in line and "torch_ddp" not in line  # no hooks of ours there
+    assert "Host time in our gradient hooks" not in "\n".join(
+        ddp_section.render_training(train.drop(columns="hook_times_ms"))
+    )

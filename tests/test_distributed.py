@@ -305,6 +305,19 @@ def _backward_twice(rank, world):
         loss_fn("toy", ddp(x), y).backward()
 
 
+def _hook_time(rank, world):
+    for ddp in (DDPIndividualParameters(ToyModel()), DDPBucketed(ToyModel(), bucket_size_mb=None)):
+        x, y = batch("toy")
+        assert ddp.hook_seconds == 0.0
+        loss_fn("toy", ddp(x), y).backward()
+        ddp.finish_gradient_synchronization()
+        assert ddp.hook_seconds > 0.0  # the host time the hooks spent, launching all-reduces among it
+
+
+def test_our_hooks_count_the_host_time_they_spend():
+    run_workers(_hook_time, WORLD, timeout_s=60)
+
+
 def test_a_second_backward_before_the_sync_raises_instead_of_leaving_gradients_unsynced():
     run_workers(_backward_twice, WORLD, timeout_s=60)
 

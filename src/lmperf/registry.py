@@ -132,7 +132,8 @@ COLUMNS = {
     },
     "ddp_train": {
         "backend": str, "backward_times_ms": str, "ci95_high_ms": float, "ci95_low_ms": float, "context_length": int,
-        "cv": float, "global_batch": int, "grad_mib": float, "max_seconds": float, "median_ms": float,
+        "cv": float, "global_batch": int, "grad_mib": float, "hook_times_ms": str, "max_seconds": float,
+        "median_ms": float,
         "min_ms": float, "min_steps": int, "n_steps": int, "params": int, "size": str, "step_ms": float,
         "step_times_ms": str, "steps": int, "sync_ms": float, "sync_times_ms": str, "variant": str,
         "vs_anchor": float, "vs_anchor_ci95_high": float, "vs_anchor_ci95_low": float, "warmup": int,

@@ -23,6 +23,7 @@ parameters appear once there, so they are reduced once.
   after it.
 """
 
+import time
 import weakref
 
 import torch
@@ -40,6 +41,7 @@ class _DataParallel(nn.Module):
             for tensor in [*module.parameters(), *module.buffers()]:
                 dist.broadcast(tensor, src=0)
         self.params = [p for _, p in module.named_parameters() if p.requires_grad]
+        self.hook_seconds = 0.0  # host time in our gradient hooks since it was last reset
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -47,7 +49,9 @@ class _DataParallel(nn.Module):
     def _on_grad_ready(self, callback) -> None:
         """Call callback(param) once each parameter's gradient is accumulated in backward.
 
-        The hook holds the wrapper only weakly: a parameter keeps its hooks in C++, out of the
+        The host time spent in the callbacks adds up in ``hook_seconds`` (launching all-reduces and
+        bucket copies from Python costs the host time, beside the GPU's). The hook holds the wrapper
+        only weakly: a parameter keeps its hooks in C++, out of the
         garbage collector's sight, so a strong reference would keep wrapper, model and gradients
         alive forever after the wrapper is dropped.
         """
@@ -56,7 +60,9 @@ class _DataParallel(nn.Module):
         def hook(param):
             bound = method()
             if bound is not None:
+                start = time.perf_counter()
                 bound(param)
+                bound.__self__.hook_seconds += time.perf_counter() - start
 
         for p in self.params:
             p.register_post_accumulate_grad_hook(hook)

@@ -224,7 +224,7 @@ def _versus(row) -> str:
 
 def _claims(group: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str) -> list[str]:
     by = group.set_index("variant")
-    out = _fastest_bucketed(by) + _hidden_lines(by) + _backward_beside(by, group) + _bf16_lines(by)
+    out = _fastest_bucketed(by) + _hidden_lines(by) + _backward_beside(by, group) + _hook_lines(by) + _bf16_lines(by)
     factor = setting(group, "bucket_model_factor")
     return out + _model_lines(by, predicted, model, why_not, factor) + [""]
 
@@ -337,6 +337,21 @@ def exposed_resolved(by: pd.DataFrame) -> pd.Series:
     """Which variants' exposed communication is resolved above zero (its CI's low end): a ratio to a
     prediction, or a best size, means something only for those."""
     return by["exposed_low_ms"].fillna(0) > 0
+
+
+def _hook_lines(by: pd.DataFrame) -> list[str]:
+    """Host time in our wrappers' gradient hooks per step (launching all-reduces, filling buckets)."""
+    if "hook_times_ms" not in by:
+        return []
+    medians = {v: float(np.median(t)) for v, t in by["hook_times_ms"].map(split_ms).items() if t}
+    overlapped = {v: ms for v, ms in medians.items() if v in MODELLED[2:]}  # ours with hooks: past naive and flat
+    if not overlapped:
+        return []
+    return [
+        "- Host time in our gradient hooks per step (median over the steps, the slowest rank's; host clock): "
+        + ", ".join(f"{v} {num(ms)} ms" for v, ms in overlapped.items())
+        + "."
+    ]
 
 
 def model_ratios(by: pd.DataFrame, predicted: pd.Series) -> list[float]:

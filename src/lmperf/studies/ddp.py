@@ -16,7 +16,8 @@ beside a torch DDP model built once, and the two steps are timed interleaved, A 
 process: at least ``--steps`` rounds, then more until the paired CI of the ratio variant / torch DDP
 excludes 1 or ``--max-seconds`` are spent; all ranks stop together. A step's time is its slowest
 rank's. Per step, CUDA events time backward and the wait for the gradient all-reduce after it
-(``sync``), so "backward runs slower beside NCCL" is measured, not inferred. Rows carry every
+(``sync``), so "backward runs slower beside NCCL" is measured, not inferred; the host clock times
+what our wrappers' gradient hooks spend launching all-reduces and filling buckets (``hook_times_ms``). Rows carry every
 step's time, so the report can bootstrap any difference (exposed communication = step − local).
 Two variants all-reduce in bf16, half the bytes: ``bucketed-25-bf16`` (ours, in torch DDP's default
 25 MB buckets, so against torch's hook only the implementation differs) and ``torch_ddp-bf16``
@@ -119,11 +120,14 @@ class VariantStep:
         self.optimizer = make_optimizer(optimizer or args.optimizer, self.model.parameters())
         batch = Batch(self.model.cfg.vocab_size, args.global_batch, args.context_length, device)
         self.clock = PhaseClock(device)
+        self.hook_seconds: list[float] = []  # per step: host time in our wrappers' gradient hooks
         finish = getattr(self.ddp, "finish_gradient_synchronization", None)
 
         def sync():
             with self.clock("sync"):
                 finish()
+            self.hook_seconds.append(self.ddp.hook_seconds)
+            self.ddp.hook_seconds = 0.0
 
         def phase(name: str):
             return self.clock(name) if name == "backward" else nullcontext()
@@ -169,8 +173,8 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
     params = count_parameters(anchor.model)
     rows = []
 
-    def measured(variant: str, times: list[float], clock: PhaseClock) -> dict:
-        n = len(times)
+    def measured(variant: str, times: list[float], run: VariantStep) -> dict:
+        n, clock = len(times), run.clock
         row = {
             **base,
             "variant": variant,
@@ -184,6 +188,7 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
         }
         if "sync" in clock.samples:
             row["sync_times_ms"] = join_ms(slowest_rank(clock.seconds("sync", n)))
+            row["hook_times_ms"] = join_ms(slowest_rank(run.hook_seconds[-n:]))
         return row
 
     for variant in [v for v in args.variants if v != ANCHOR] or [None]:
@@ -200,13 +205,13 @@ def train_rows(args, device: torch.device, env: dict) -> list[dict]:
             )
             theirs = slowest_rank(timings[ANCHOR].host_s)
             if not rows:
-                rows.append({**measured(ANCHOR, theirs, anchor.clock), "vs_anchor": 1.0, **env})
+                rows.append({**measured(ANCHOR, theirs, anchor), "vs_anchor": 1.0, **env})
             if other is None:
                 break
             mine = slowest_rank(timings[variant].host_s)
             ratio, low, high = ratio_ci(mine, theirs)
             row = {
-                **measured(variant, mine, other.clock),
+                **measured(variant, mine, other),
                 "anchor_step_times_ms": join_ms(theirs),
                 "vs_anchor": ratio,
                 "vs_anchor_ci95_low": low,
