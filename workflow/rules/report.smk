@@ -22,6 +22,7 @@ JOB_GPUS = {
 BENCHMARK_GPUS = {
     f"benchmarks/{target.removeprefix('results/').removesuffix('.csv')}.tsv": gpus for target, gpus in JOB_GPUS.items()
 }
+GPU_COUNTS = ",".join(map(str, BENCHMARK_GPUS.values()))  # one per benchmark file, for the scripts' --gpus
 
 
 # What the report reads: each section's results, and every figure, of the studies this grid runs.
@@ -53,7 +54,7 @@ rule cost:
     log:
         "logs/cost.log",
     params:
-        gpus=",".join(map(str, BENCHMARK_GPUS.values())),
+        gpus=GPU_COUNTS,
     shell:
         "python -m lmperf.report.cost --gpus {params.gpus} --out {output} {input.benchmarks} > {log} 2>&1"
 
@@ -66,7 +67,7 @@ rule jobs:
     log:
         "logs/jobs.log",
     params:
-        gpus=",".join(map(str, BENCHMARK_GPUS.values())),
+        gpus=GPU_COUNTS,
         benchmarks=list(BENCHMARK_GPUS),
     shell:
         "python -m lmperf.report.projection jobs --gpus {params.gpus} --out {output} {params.benchmarks} > {log} 2>&1"

@@ -49,8 +49,8 @@ def exit_on_sigterm():
     before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
+    finally:  # None: a handler set outside Python, which Python cannot put back; the default then
+        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 def write_csv_atomic(frame: pd.DataFrame, path: str | os.PathLike) -> None:

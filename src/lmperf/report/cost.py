@@ -42,6 +42,12 @@ def result_of(benchmark: str) -> Path:
     return Path(*parts[:at], "results", *parts[at + 1 :]).with_suffix(".csv")
 
 
+def study_of(benchmark: str) -> str:
+    """The study a job belongs to: its folder under benchmarks/ (benchmarks/e2e/small/x.tsv -> e2e)."""
+    parts = Path(benchmark).parts
+    return parts[parts.index("benchmarks") + 1]
+
+
 def device_type(result: Path) -> str:
     """Where a job ran, from its rows: "cuda" if any row was measured on a GPU, else the rows' device
     type ("cpu"); "" where there is no result file with that column to say."""
@@ -61,13 +67,12 @@ def collect(paths: list[str], gpus: list[int]) -> pd.DataFrame:
         raise ValueError(f"{len(paths)} benchmark files but {len(gpus)} GPU counts")
     rows = []
     for path, claimed in zip(paths, gpus):
-        parts = Path(path).parts
         wall_s = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
         ran_on = device_type(result_of(path))
         held = claimed if ran_on in ("cuda", "") else 0
         rows.append(
             {
-                "study": parts[parts.index("benchmarks") + 1],
+                "study": study_of(path),
                 "job": path,
                 "wall_s": wall_s,
                 "device_type": ran_on,

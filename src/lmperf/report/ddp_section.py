@@ -368,7 +368,8 @@ def model_ratios(by: pd.DataFrame, predicted: pd.Series) -> list[float]:
 def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: str, factor: float) -> list[str]:
     if not model:
         return [f"- No bucket-model prediction: {why_not}."]
-    measured = by[ours_in_fp32(by.index) & exposed_resolved(by)]["exposed_ms"]
+    above = exposed_resolved(by)
+    measured = by[ours_in_fp32(by.index) & above]["exposed_ms"]
     out = [
         f"- Bucket model: buckets formed as DDPBucketed forms them, local's backward of "
         f"{num(model['backward_ms'])} ms, each all-reduce's time from {model['source']}, and "
@@ -376,9 +377,7 @@ def _model_lines(by: pd.DataFrame, predicted: pd.Series, model: dict, why_not: s
         f"({num(model['best_ms'])} ms exposed)"
         + (f", measured best **{measured.idxmin()}** ({num(measured.min())} ms)." if len(measured) else ".")
     ]
-    unresolved = [
-        v for v in predicted.index if v.startswith("bucketed") and v in by.index and not exposed_resolved(by)[v]
-    ]
+    unresolved = [v for v in predicted.index if v.startswith("bucketed") and v in by.index and not above[v]]
     if unresolved:
         out.append(
             f"- {', '.join(unresolved)}: exposed communication not resolved above zero, so no ratio to the model."

@@ -25,12 +25,12 @@ import argparse
 import heapq
 import logging
 import re
-from pathlib import Path
 
 import pandas as pd
 
 from lmperf.log import to_stderr
 from lmperf.measure.rows import write_csv_atomic
+from lmperf.report.cost import study_of
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,7 @@ def job_list(benchmarks: list[str], gpus: list[int]) -> pd.DataFrame:
     """The grid's measuring jobs: benchmark file, study (its folder under benchmarks/) and GPUs held."""
     if len(benchmarks) != len(gpus):
         raise ValueError(f"{len(benchmarks)} benchmark files but {len(gpus)} GPU counts")
-    studies = [Path(path).parts[Path(path).parts.index("benchmarks") + 1] for path in benchmarks]
-    return pd.DataFrame({"job": benchmarks, "study": studies, "gpus": gpus})
+    return pd.DataFrame({"job": benchmarks, "study": [study_of(path) for path in benchmarks], "gpus": gpus})
 
 
 def kind(job: str) -> str:
@@ -74,13 +73,12 @@ def makespan(walls: list[float], gpus: list[int], n_gpus: int) -> float:
         raise ValueError(f"a machine of {n_gpus} GPUs runs no GPU job")
     if max(gpus, default=0) > n_gpus:
         raise ValueError(f"a job needs {max(gpus)} GPUs, the machine has {n_gpus}")
-    free_at = [0.0] * n_gpus  # when each GPU is next free
+    free_at = [0.0] * n_gpus  # a heap: when each GPU is next free
     end = 0.0
     for wall, need in sorted(zip(walls, gpus), key=lambda job: -job[0]):
-        heapq.heapify(free_at)
-        taken = [heapq.heappop(free_at) for _ in range(need)]
-        start = max(taken, default=0.0)
-        free_at += [start + wall] * need
+        start = max((heapq.heappop(free_at) for _ in range(need)), default=0.0)
+        for _ in range(need):
+            heapq.heappush(free_at, start + wall)
         end = max(end, start + wall)
     return end
 

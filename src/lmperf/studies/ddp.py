@@ -17,8 +17,9 @@ process: at least ``--steps`` rounds, then more until the paired CI of the ratio
 excludes 1 or ``--max-seconds`` are spent; all ranks stop together. A step's time is its slowest
 rank's. Per step, CUDA events time backward and the wait for the gradient all-reduce after it
 (``sync``), so "backward runs slower beside NCCL" is measured, not inferred; the host clock times
-what our wrappers' gradient hooks spend launching all-reduces and filling buckets (``hook_times_ms``). Rows carry every
-step's time, so the report can bootstrap any difference (exposed communication = step − local).
+what our wrappers' gradient hooks spend launching all-reduces and filling buckets
+(``hook_times_ms``). Rows carry every step's time, so the report can bootstrap any difference
+(exposed communication = step − local).
 Two variants all-reduce in bf16, half the bytes: ``bucketed-25-bf16`` (ours, in torch DDP's default
 25 MB buckets, so against torch's hook only the implementation differs) and ``torch_ddp-bf16``
 (torch DDP with torch's ``bf16_compress_hook``).
