@@ -4,9 +4,11 @@ parser on its output, and the ladder's sentence from the columns."""
 import time
 
 import pandas as pd
+import pytest
 import torch
 
-from lmperf.measure.power import Samples, hold, nvidia_smi_id, sampled
+from lmperf.measure import power
+from lmperf.measure.power import SETTLE_WINDOW_S, Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.timing import Timings
 from lmperf.report.ladder_section import power_sentences, turn_sentences
 from lmperf.studies.ladder import Turn, pooled, turn_columns
@@ -64,15 +66,53 @@ def test_the_ladder_says_which_replays_ran_at_the_power_limit():
     assert "limit 700 W" in sentence and "1 of 2 replays ran at the power limit" in sentence
     assert "untimed" not in sentence  # rows of a run without the hold say nothing of it
     (sentence,) = power_sentences(ran.assign(replay_settle_s=[float("nan"), 5.0, 5.0]))
-    assert sentence.endswith("Each replay ran 5 s untimed before it was timed.")
+    assert sentence.endswith("Each replay ran untimed for 5 s before it was timed.")
+    rule = {"settle_seconds": 3.0, "settle_window_s": 0.25, "settle_windows": 3, "settle_tolerance": 0.005}
+    (sentence,) = power_sentences(ran.assign(**rule, replay_turn_settle_s=[None, "0.75;0.80", "1.50;2.25"]))
+    assert sentence.endswith(
+        "Each replay ran untimed until its time per step stopped moving (3 windows of 0.25 s in a row with medians "
+        "within 0.5%): 1.15 s median, 2.25 s at most, of the 3 s allowed before it was timed."
+    )
     assert power_sentences(ran.drop(columns=["replay_sm_clock_mhz"])) == []
 
 
-def test_hold_runs_the_step_until_the_time_is_spent():
-    ran = []
-    assert hold(lambda: ran.append(time.sleep(0.01)), torch.device("cpu"), seconds=0.1) == len(ran)
-    assert 5 <= len(ran) <= 11
-    assert hold(lambda: ran.append(None), torch.device("cpu"), seconds=0) == 1  # at least once
+class Clock:
+    """A stand-in for the wall clock that moves only when a step runs: ``times`` gives each step's length."""
+
+    def __init__(self, times):
+        self.now, self.times, self.steps = 0.0, times, 0
+
+    def default_timer(self):
+        return self.now
+
+    def step(self):
+        self.now += self.times(self.steps)
+        self.steps += 1
+
+
+def hold_on(clock, monkeypatch, seconds):
+    monkeypatch.setattr(power, "timeit", clock)
+    return hold(clock.step, torch.device("cpu"), seconds)
+
+
+def test_a_steady_step_is_held_three_windows_not_the_whole_time(monkeypatch):
+    clock = Clock(lambda i: 0.01)
+    steps, held_s = hold_on(clock, monkeypatch, seconds=5)
+    assert steps == clock.steps == 3 * 25 and held_s == pytest.approx(3 * SETTLE_WINDOW_S)
+
+
+def test_a_step_that_slows_down_is_held_until_it_stops_slowing(monkeypatch):
+    """Like a GPU reaching its power limit: each step 1% slower than the last for 100 steps, then steady."""
+    clock = Clock(lambda i: 0.01 * 1.01 ** min(i, 100))
+    steps, _ = hold_on(clock, monkeypatch, seconds=30)
+    assert 100 < steps < 100 + 4 * 25  # steady from step 100: three windows of ~19 steps, and the one it began in
+
+
+def test_a_hold_never_runs_past_its_time_and_runs_at_least_once(monkeypatch):
+    clock = Clock(lambda i: 0.01 * 1.02**i)  # never steady
+    steps, held_s = hold_on(clock, monkeypatch, seconds=2)
+    assert 2 <= held_s < 2 + clock.times(steps) and steps == clock.steps
+    assert hold_on(Clock(lambda i: 0.01), monkeypatch, seconds=0) == (1, 0.01)
 
 
 def test_turns_pool_into_one_measurement_and_keep_each_turn():

@@ -15,6 +15,15 @@ E2E_TARGETS = excluding(
     E2E.get("exclude", []),
 )
 
+
+
+def e2e_attentions(precision):
+    """The attentions a target of this precision times: all of e2e.attention in the precisions of
+    e2e.attention_precisions (every precision where it is not set), else the first (naive) alone."""
+    compared = E2E.get("attention_precisions", E2E["precisions"])
+    return E2E["attention"] if precision in compared else E2E["attention"][:1]
+
+
 WARMUP_TARGETS = expand(
     "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
     size=WARMUP["sizes"],
@@ -39,7 +48,7 @@ rule e2e:
     params:
         device=DEVICE,
         compile_flag=lambda wc: "--compile" if wc.compile == "compiled" else "",
-        attention=",".join(E2E["attention"]),
+        attention=lambda wc: ",".join(e2e_attentions(wc.precision)),
         context_lengths=",".join(map(str, E2E["context_lengths"])),
         batch_size=E2E["batch_size"],
         optimizer=E2E["optimizer"],

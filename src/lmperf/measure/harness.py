@@ -8,9 +8,10 @@ spent. Every step is timed twice:
 - **launched** from Python, as the handout asks; on a slow host this is the host's time;
 - **graphed**: captured once as a CUDA graph and replayed, the GPU's own time. A row whose
   launched median exceeds the graphed one by more than ``host_bound_threshold`` is host-bound.
-  With ``settle_seconds``, the point's replays first run untimed that long, so a large step is timed
-  at the clock and power its own work keeps (an H100 at its power limit slows within about a
-  second); the SM clock and power sampled while the replays are timed go on the rows.
+  With ``settle_seconds``, the point's replays first run untimed until their time per step stops
+  moving (at most that long), so a large step is timed at the clock and power its own work keeps (an
+  H100 at its power limit slows within about a second); how long that took (``graphed_settle_s``) and
+  the SM clock and power sampled while the replays are timed go on the rows.
 
 Several attention variants share one model (weights, optimizer state, compiled blocks) and are
 timed in one process, interleaved A B A B, so their ratio compares like with like. Each row names
@@ -27,7 +28,7 @@ import torch
 from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
-from lmperf.measure.power import hold, nvidia_smi_id, sampled
+from lmperf.measure.power import SETTLE_RULE, hold, nvidia_smi_id, sampled
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import (
     HOST_BOUND,
@@ -84,6 +85,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     base = {
         "study": "e2e",
         **config,
+        **SETTLE_RULE,
         "compile": "compiled" if spec.compile else "eager",
         "params": None,
         "measured_steps": spec.budget.min_steps,
@@ -180,8 +182,9 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
             )
         except GraphUnavailable as reason:
             results[attention].update(graphed_median_ms=float("nan"), note=str(reason))
+    held_s = 0.0
     if replays and spec.settle_seconds:  # into the clock and power that the replays' own work keeps
-        hold(partial(replay_each, replays), device, spec.settle_seconds)
+        _, held_s = hold(partial(replay_each, replays), device, spec.settle_seconds)
     with sampled(nvidia_smi_id(device)) as gpu:
         replayed = measure(replays, device, 1, spec.budget)
     for attention, timings in replayed.items():
@@ -191,7 +194,7 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
         results[attention].update(
             graphed_columns(timings, results[attention]["median_ms"], spec.budget, spec.host_bound_threshold)
         )
-        results[attention].update(gpu.columns("graphed_"))
+        results[attention].update(gpu.columns("graphed_"), graphed_settle_s=held_s)
     del replays
     model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
     return results

@@ -5,7 +5,7 @@ Why: under back-to-back GEMMs an H100 sits at its power limit and the driver low
 step time says little about a technique without the clock and power it ran at. ``nvidia-smi`` runs
 in a process of its own: sampling costs the measured process nothing, and needs no NVML bindings.
 
-    held = hold(replay, device, seconds=5)  # first into the clock and power of steady work
+    steps, held_s = hold(replay, device, seconds=5)  # first into the clock and power of steady work
     with sampled(nvidia_smi_id(device)) as gpu:
         ...  # the replays
     gpu.columns("replay_")  # {"replay_sm_clock_mhz": ..., "replay_power_w": ..., ...}
@@ -37,21 +37,44 @@ def nvidia_smi_id(device: torch.device) -> str | None:
     return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
 
 
+SETTLE_WINDOW_S = 0.25  # a hold runs in windows of at least this long (and one step) ...
+SETTLE_WINDOWS = 3  # ... until this many in a row have medians within
+SETTLE_TOLERANCE = 0.005  # this fraction of each other: the clock has stopped moving
+# The hold's rule as result columns, so a report states it from the rows.
+SETTLE_RULE = {
+    "settle_window_s": SETTLE_WINDOW_S,
+    "settle_windows": SETTLE_WINDOWS,
+    "settle_tolerance": SETTLE_TOLERANCE,
+}
+
+
 @phase("settle")
-def hold(step: Callable[[], object], device: torch.device, seconds: float) -> int:
-    """Run ``step`` back to back for ``seconds`` of wall time (at least once); return how many ran.
+def hold(step: Callable[[], object], device: torch.device, seconds: float) -> tuple[int, float]:
+    """Run ``step`` back to back until its time per step stops moving, for at most ``seconds`` of wall
+    time (at least once); return how many steps ran and for how long.
 
     Why: the GPU's clock and power follow the work of the last seconds, and nvidia-smi's power on
-    Hopper is an average over about a second. Without a hold, a replay timed for 2 s right after its
-    capture is timed and sampled in the state the capture left. Holding each replay first measures
-    every rung in the state its own work keeps, whatever ran before it (notes/ladder-power.md).
+    Hopper is an average over about a second. Without a hold, a replay timed right after its capture
+    is timed in the state the capture left. Holding each replay first measures every rung in the state
+    its own work keeps, whatever ran before it (notes/ladder-power.md). A step far below the power
+    limit is steady at once, so the hold ends when SETTLE_WINDOWS windows of SETTLE_WINDOW_S in a row
+    agree within SETTLE_TOLERANCE, instead of spending every hold's full ``seconds``.
     """
-    start, steps = timeit.default_timer(), 0
-    while steps == 0 or timeit.default_timer() - start < seconds:
+    start = timeit.default_timer()
+    steps, medians, window = 0, [], []
+    while True:
+        begun = timeit.default_timer()
         step()
         synchronize(device)
+        now = timeit.default_timer()
         steps += 1
-    return steps
+        window.append(now - begun)
+        if now - start >= seconds:
+            return steps, now - start
+        if sum(window) >= SETTLE_WINDOW_S:
+            medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
+            if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
+                return steps, now - start
 
 
 @dataclass

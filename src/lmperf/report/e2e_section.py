@@ -345,9 +345,19 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
             f"{other} {precision} {compile_}: median {num(g['speedup'].median())}× "
             f"({wins} faster, {losses} slower, {len(g) - wins - losses} not resolved of {len(g)})"
         )
+    timed = e2e.groupby("precision")["attention"].agg(set)
+    alone = [p for p in grid.PRECISIONS if p in timed and timed[p] == {"naive"}]
     out += [
         "Speed-up over naive attention (naive time / other time; a point counts as faster or slower only where its "
-        "paired bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".",
+        "paired bootstrap 95% CI excludes 1, else *not resolved*): "
+        + "; ".join(parts)
+        + "."
+        + (
+            f" {' and '.join(alone)} time{'s' if len(alone) == 1 else ''} naive attention alone (the grid's "
+            "`e2e.attention_precisions`): attention is compared in the precision models train in."
+            if alone
+            else ""
+        ),
         "",
     ]
     flash = ok(e2e[(e2e["attention"] == "flash_triton") & (e2e["mode"] == "train_step")])

@@ -4,6 +4,8 @@ Every statement compares rungs of one (size, context) point: one process, one co
 A ratio is a win only where its bootstrap CI excludes 1.
 """
 
+import statistics
+
 import pandas as pd
 
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM
@@ -225,6 +227,31 @@ def settle_seconds(rows: pd.DataFrame) -> float:
     return float("nan")
 
 
+def held_for(rows: pd.DataFrame) -> str:
+    """How a timed block was held untimed first: until its time per step stopped moving, with the
+    median and longest hold of the rows' turns (``*_turn_settle_s``), at most ``settle_seconds``; or,
+    on rows written before holds ended early, the whole ``settle_seconds``."""
+    cap = settle_seconds(rows)
+    held = [
+        float(s)
+        for column in ("launched_turn_settle_s", "replay_turn_settle_s")
+        if column in rows
+        for cell in rows[column].dropna()
+        for s in str(cell).split(";")
+        if s
+    ]
+    if not cap == cap or cap <= 0:
+        return ""
+    if not held:
+        return f"for {num(cap, 0)} s"
+    rule = rows.iloc[0]
+    return (
+        f"until its time per step stopped moving ({plural(int(rule['settle_windows']), 'window')} of "
+        f"{num(rule['settle_window_s'], 2)} s in a row with medians within {pct(rule['settle_tolerance'], 1)}): "
+        f"{num(statistics.median(held), 2)} s median, {num(max(held), 2)} s at most, of the {num(cap, 0)} s allowed"
+    )
+
+
 def power_state(ran: pd.DataFrame) -> dict | None:
     """The SM clock and board power during each rung's replay (nvidia-smi's medians): at the power
     limit, the clock, not the kernel count, sets how fast the GEMMs run (notes/ladder-power.md).
@@ -242,7 +269,7 @@ def power_state(ran: pd.DataFrame) -> dict | None:
         "replays": len(sampled),
         "limit_w": sampled["replay_power_limit_w"].median(),
         "turned": bool("replay_turns" in sampled and (sampled["replay_turns"] > 1).any()),
-        "settle_s": settle_seconds(sampled),
+        "held": held_for(sampled),
         "in_blocks": in_blocks(sampled),
     }
     reasons = sampled.get("replay_clock_event_reasons")
@@ -277,9 +304,8 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
     heading = (
         f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(found['limit_w'], 0)} W)"
     )
-    settle = found["settle_s"]
     each_block = "Each block, launched or replayed," if found["in_blocks"] else "Each replay"
-    held = f" {each_block} ran {num(settle, 0)} s untimed before it was timed." if settle > 0 else ""
+    held = f" {each_block} ran untimed {found['held']} before it was timed." if found["held"] else ""
     return [f"- {heading}: {each}. {verdict}.{held}"]
 
 
@@ -407,11 +433,10 @@ def timing_method(ladder: pd.DataFrame) -> str:
             if replayed
             else "interleaved; steps are launched."
         )
-    settle = settle_seconds(ladder)
-    if settle == settle and settle > 0:
+    if settle := held_for(ladder):
         held = (
-            f"runs untimed for {num(settle, 0)} s (the GPU's clock at its power limit follows the last second or "
-            "so of work), then is timed"
+            f"runs untimed {settle} (the GPU's clock at its power limit follows the last second or so of work), "
+            "then is timed"
         )
     else:
         timed = ladder[(ladder["status"] == "ok") & ladder["launched_settle_steps"].notna()]

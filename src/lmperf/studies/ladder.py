@@ -56,7 +56,7 @@ from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
 from lmperf.measure.phases import phase
-from lmperf.measure.power import Samples, hold, nvidia_smi_id, sampled
+from lmperf.measure.power import SETTLE_RULE, Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.rows import write_rows
 from lmperf.measure.stats import join_ms
 from lmperf.measure.timing import HOST_BOUND, Timings
@@ -383,7 +383,7 @@ def time_ladder(
     size, context_length, batch_size, device = point
     base = point.base()
     settings = {"ci_halfwidth": budget.rel_halfwidth, "host_bound_threshold": HOST_BOUND}
-    settings["settle_seconds"] = settle_seconds
+    settings |= {"settle_seconds": settle_seconds, **SETTLE_RULE}
     rows = {r.name: {**first_row(r, i, base, device), **settings} for i, r in enumerate(rungs)}
     live = [r for r in rungs if rows[r.name]["status"] == "ok"]
     rates = device_rates(device)
@@ -626,8 +626,8 @@ class LadderRun:
 
 def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int = 3) -> pd.DataFrame:
     """GPU time per kernel of ``steps`` calls of a warmed-up ``step`` (a launched step or a graph replay)
-    under torch.profiler: what the compiler leaves on the table, by name and category. The step runs
-    ``settle_s`` untimed first, as the timed blocks do: at the power limit a GEMM's time depends on
+    under torch.profiler: what the compiler leaves on the table, by name and category. The step is
+    held untimed first (at most ``settle_s``), as the timed blocks are: at the power limit a GEMM's time depends on
     the clock, and the clock on the last second or so of work."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -655,11 +655,12 @@ def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int =
 @dataclass
 class Turn:
     """One turn of a rung: its timed steps, the GPU's clock and power meanwhile, and how many untimed
-    steps held it first."""
+    steps held it first, for how long."""
 
     timings: Timings
     clocks: Samples
     settle_steps: int
+    settle_s: float = 0.0
 
     @property
     def median_ms(self) -> float:
@@ -667,18 +668,19 @@ class Turn:
 
 
 def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget: Budget, settle_s: float, gpu) -> Turn:
-    """``step`` run once (it may compile), held for ``settle_s`` untimed, then timed by ``measure``
-    while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry the error."""
+    """``step`` run once (it may compile), held untimed until steady (at most ``settle_s``), then timed by
+    ``measure`` while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry
+    the error."""
     try:
         with phase("warmup"):  # the first call compiles and autotunes: the job's cost split counts it so
             step()
-        held = hold(step, device, settle_s)
+        held_steps, held_s = hold(step, device, settle_s)
     except torch.OutOfMemoryError as error:
         free_memory(device)
         return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
     with sampled(gpu) as clocks:
         timings = measure({name: step}, device, warmup_steps, budget)[name]
-    return Turn(timings, clocks, held)
+    return Turn(timings, clocks, held_steps, held_s)
 
 
 def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
@@ -704,6 +706,7 @@ def turn_columns(turns: list[Turn], prefix: str = "replay_") -> dict:
         f"{prefix}turn_temperature_c": ";".join(f"{c['temperature_c']:.0f}" for c in clocks),
         f"{prefix}turn_clock_event_reasons": ";".join(c["clock_event_reasons"] for c in clocks),
         f"{prefix}settle_steps": sum(turn.settle_steps for turn in turns),
+        f"{prefix}turn_settle_s": ";".join(f"{turn.settle_s:.2f}" for turn in turns),
     }
 
 
