@@ -140,6 +140,19 @@ def test_the_smoke_report_reads_right(smoke_run):
     assert device != platform.machine() and f"Device **{device}** (CPU)" in report
 
 
+def test_attentions_are_compared_only_in_the_grids_attention_precisions(smoke_run):
+    """e2e.attention_precisions: bf16 targets time every attention of the grid, fp32 ones naive alone,
+    and the report says why the fp32 rows compare none."""
+    config = yaml.safe_load((smoke_run / "config.yaml").read_text())["grids"]["smoke"]["e2e"]
+    e2e = pd.read_csv(smoke_run / "results/e2e.csv")
+    timed = e2e.groupby("precision")["attention"].agg(set).to_dict()
+    assert config["attention_precisions"] == ["bf16"]
+    assert timed == {"bf16": set(config["attention"]), "fp32": {config["attention"][0]}}
+    assert "fp32 times naive attention alone (the grid's `e2e.attention_precisions`)" in (
+        smoke_run / "report/final.md"
+    ).read_text()
+
+
 def test_smoke_figures_have_data_or_say_why_not(smoke_run):
     report = (smoke_run / "report/final.md").read_text()
     embedded = re.findall(r"\]\((figures/[^)]+\.png)\)", report)
@@ -178,7 +191,7 @@ def test_the_smoke_run_printed_no_exception(smoke_run):
 
 def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
-    # e2e: 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts and 3 attentions;
+    # e2e: 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts (3 attentions in bf16, naive in fp32);
     # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
     # DDP: 2 and 4 ranks, each 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;

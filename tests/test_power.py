@@ -66,7 +66,7 @@ def test_the_ladder_says_which_replays_ran_at_the_power_limit():
     assert "limit 700 W" in sentence and "1 of 2 replays ran at the power limit" in sentence
     assert "untimed" not in sentence  # rows of a run without the hold say nothing of it
     (sentence,) = power_sentences(ran.assign(replay_settle_s=[float("nan"), 5.0, 5.0]))
-    assert sentence.endswith("Each replay ran untimed for 5 s before it was timed.")
+    assert sentence.endswith("Each replay ran 5 s untimed before it was timed.")
     rule = {"settle_seconds": 3.0, "settle_window_s": 0.25, "settle_windows": 3, "settle_tolerance": 0.005}
     (sentence,) = power_sentences(ran.assign(**rule, replay_turn_settle_s=[None, "0.75;0.80", "1.50;2.25"]))
     assert sentence.endswith(

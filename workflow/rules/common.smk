@@ -192,6 +192,13 @@ def cluster(rule, **given):
     return wanted
 
 
+def e2e_attentions(precision):
+    """The attentions a target of this precision times: all of e2e.attention in the precisions of
+    e2e.attention_precisions (every precision where it is not set), else the first (naive) alone."""
+    compared = E2E.get("attention_precisions", E2E["precisions"])
+    return E2E["attention"] if precision in compared else E2E["attention"][:1]
+
+
 # What the grids' ``exclude`` lists leave out of this run, for the report to name.
 EXCLUDED = []
 

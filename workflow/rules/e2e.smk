@@ -17,13 +17,6 @@ E2E_TARGETS = excluding(
 
 
 
-def e2e_attentions(precision):
-    """The attentions a target of this precision times: all of e2e.attention in the precisions of
-    e2e.attention_precisions (every precision where it is not set), else the first (naive) alone."""
-    compared = E2E.get("attention_precisions", E2E["precisions"])
-    return E2E["attention"] if precision in compared else E2E["attention"][:1]
-
-
 WARMUP_TARGETS = expand(
     "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
     size=WARMUP["sizes"],

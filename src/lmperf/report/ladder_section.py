@@ -227,10 +227,10 @@ def settle_seconds(rows: pd.DataFrame) -> float:
     return float("nan")
 
 
-def held_for(rows: pd.DataFrame) -> str:
-    """How a timed block was held untimed first: until its time per step stopped moving, with the
-    median and longest hold of the rows' turns (``*_turn_settle_s``), at most ``settle_seconds``; or,
-    on rows written before holds ended early, the whole ``settle_seconds``."""
+def held_for(rows: pd.DataFrame) -> tuple[float, str]:
+    """How a timed block was held untimed first: the most it could be (``settle_seconds``, NaN where
+    none), and, on rows written since holds end once the step is steady, that rule with the median and
+    longest hold of the rows' turns (``*_turn_settle_s``); "" on older rows, which held the whole time."""
     cap = settle_seconds(rows)
     held = [
         float(s)
@@ -240,12 +240,10 @@ def held_for(rows: pd.DataFrame) -> str:
         for s in str(cell).split(";")
         if s
     ]
-    if not cap == cap or cap <= 0:
-        return ""
     if not held:
-        return f"for {num(cap, 0)} s"
+        return cap, ""
     rule = rows.iloc[0]
-    return (
+    return cap, (
         f"until its time per step stopped moving ({plural(int(rule['settle_windows']), 'window')} of "
         f"{num(rule['settle_window_s'], 2)} s in a row with medians within {pct(rule['settle_tolerance'], 1)}): "
         f"{num(statistics.median(held), 2)} s median, {num(max(held), 2)} s at most, of the {num(cap, 0)} s allowed"
@@ -305,7 +303,14 @@ def power_sentences(ran: pd.DataFrame) -> list[str]:
         f"SM clock and power in each replay (median of nvidia-smi samples{pooled}, limit {num(found['limit_w'], 0)} W)"
     )
     each_block = "Each block, launched or replayed," if found["in_blocks"] else "Each replay"
-    held = f" {each_block} ran untimed {found['held']} before it was timed." if found["held"] else ""
+    cap, until = found["held"]
+    held = (
+        f" {each_block} ran untimed {until} before it was timed."
+        if until
+        else f" {each_block} ran {num(cap, 0)} s untimed before it was timed."
+        if cap > 0
+        else ""
+    )
     return [f"- {heading}: {each}. {verdict}.{held}"]
 
 
@@ -433,10 +438,11 @@ def timing_method(ladder: pd.DataFrame) -> str:
             if replayed
             else "interleaved; steps are launched."
         )
-    if settle := held_for(ladder):
+    cap, until = held_for(ladder)
+    if cap == cap and cap > 0:
         held = (
-            f"runs untimed {settle} (the GPU's clock at its power limit follows the last second or so of work), "
-            "then is timed"
+            f"runs untimed {until or f'for {num(cap, 0)} s'} (the GPU's clock at its power limit follows the last "
+            "second or so of work), then is timed"
         )
     else:
         timed = ladder[(ladder["status"] == "ok") & ladder["launched_settle_steps"].notna()]
