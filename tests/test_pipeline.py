@@ -148,9 +148,10 @@ def test_attentions_are_compared_only_in_the_grids_attention_precisions(smoke_ru
     timed = e2e.groupby("precision")["attention"].agg(set).to_dict()
     assert config["attention_precisions"] == ["bf16"]
     assert timed == {"bf16": set(config["attention"]), "fp32": {config["attention"][0]}}
-    assert "fp32 times naive attention alone (the grid's `e2e.attention_precisions`)" in (
-        smoke_run / "report/final.md"
-    ).read_text()
+    assert (
+        "fp32 times naive attention alone (the grid's `e2e.attention_precisions`)"
+        in (smoke_run / "report/final.md").read_text()
+    )
 
 
 def test_smoke_figures_have_data_or_say_why_not(smoke_run):

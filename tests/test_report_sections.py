@@ -423,3 +423,23 @@ def test_the_summary_states_the_fastest_fp32_bucketed_ddp_variant_at_the_largest
     assert found["world_size"] == 2 and found["backend"] == "nccl"
     assert (found["vs_anchor"], found["low"], found["high"]) == pytest.approx((0.9, 0.85, 0.95))
     assert summary.ddp_finding(rows[~rows["variant"].isin(["bucketed-1", "bucketed-1000"])]) is None
+
+
+def test_the_flash_section_states_the_published_anchor_from_its_file(tmp_path):
+    """FlashAttention-3's figures come from the file the section names, marked as not measured here,
+    beside ours; where the leaderboard did not run (a CPU), the section says nothing of them."""
+    paper = tmp_path / "anchor.csv"
+    paper.write_text(
+        "implementation,source,device,dtype,tokens,hidden,d,causal,pass,tflops\n"
+        "FA-X,a paper,GPU-Y,fp16,16384,2048,64,True,forward,473\n"
+        "FA-X,a paper,GPU-Y,fp16,16384,2048,128,False,backward,561\n"
+    )
+    ran = pd.DataFrame(
+        {"implementation": ["ours_triton", "ours_triton"], "pass": ["forward", "forward_backward"], "d": [64, 64]}
+    ).assign(tflops=[378.75, 360.9], status="ok")
+    (line, _) = flash_section.published_anchor(ran, paper)
+    assert line.startswith("Published, not measured here: FA-X (a paper) on an GPU-Y, fp16, 16384 tokens")
+    assert "causal forward at d 64: 473 TF/s; non-causal backward at d 128: 561 TF/s." in line
+    assert line.endswith("Ours at the leaderboard shape, causal forward at d 64: 379 TF/s (the table above).")
+    assert flash_section.published_anchor(ran.assign(status="skipped"), paper) == []
+    assert flash_section.PUBLISHED.exists()

@@ -140,6 +140,7 @@ rule report:
         REPORT_INPUTS,
         REPORT_FIGURES,
         code=code("lmperf.report.render", *SECTIONS),
+        published="src/lmperf/report/published/flash_attention_3.csv",
     output:
         report("report/final.md", caption="../report/final.rst", category="Report"),
     log:

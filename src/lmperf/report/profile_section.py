@@ -245,7 +245,8 @@ def _agreement_lines(rows: pd.DataFrame, on_gpu: bool) -> list[str]:
             " The forward range's span includes every gap in which the GPU waits for the host (and for the "
             "profiler's own per-launch work); the busy fractions below say how much of it is kernel time."
             if on_gpu
-            else ""
+            else " On a CPU the profiler records each operator on the host that runs it, so its own work is "
+            "part of the profiled time: the tables below say which operators run, not how fast without it."
         ),
         "",
     ]
