@@ -318,7 +318,9 @@ def pieces(out: Path) -> None:
         "plans: _backward (plan lookup, allocations, launches)": lambda: flash_attention._backward(
             q, k, v, plan_out, L[0], dO, True
         ),
-        "plans: 3 x _over (descriptor on new storage)": lambda: [flash_attention_gluon._over(desc, x) for x in (q4, k4, v4)],
+        "plans: 3 x _over (descriptor on new storage)": lambda: [
+            flash_attention_gluon._over(desc, x) for x in (q4, k4, v4)
+        ],
         "make_tensordesc_arg (TMA encode, per descriptor)": lambda: make_tensordesc_arg(desc, meta),
         "torch.empty_like": lambda: torch.empty_like(q),
         "dO expanded .contiguous()": lambda: expanded.contiguous(),

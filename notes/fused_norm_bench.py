@@ -26,6 +26,7 @@ from lmperf.measure import capture_graph
 from lmperf.model import model_config
 from lmperf.model.transformer import Linear, RotaryEmbedding, TransformerBlock
 
+
 def main() -> None:
     size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     device, batch = torch.device("cuda"), 4
@@ -38,7 +39,6 @@ def main() -> None:
             m.weight = torch.nn.Parameter(m.weight.detach().bfloat16())
     next_weight = torch.nn.Parameter(torch.ones(cfg.d_model, device=device))
 
-
     class Fused(torch.nn.Module):
         def __init__(self, block):
             super().__init__()
@@ -49,17 +49,14 @@ def main() -> None:
             x, h = add_rmsnorm(x, self.b.attn(h), self.b.ln2.weight)
             return x + self.b.ffn(h)
 
-
     class FusedNext(Fused):
         def forward(self, x, n):
             x, h = add_rmsnorm(x, self.b.attn(n), self.b.ln2.weight)
             return add_rmsnorm(x, self.b.ffn(h), next_weight)
 
-
     class Norm(torch.nn.Module):
         def forward(self, x, r):
             return block.ln2(x + r)
-
 
     x = torch.randn(batch, context, cfg.d_model, device=device, requires_grad=True)
     n = torch.randn(batch, context, cfg.d_model, device=device, dtype=torch.bfloat16, requires_grad=True)
@@ -70,7 +67,6 @@ def main() -> None:
         torch.compile(m, dynamic=False) for m in (block, Fused(block), FusedNext(block), Norm())
     )
 
-
     def step(f, args, grads):
         def run():
             with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -78,7 +74,6 @@ def main() -> None:
             torch.autograd.backward(out, grads)
 
         return run
-
 
     arms = {
         "inductor": step(inductor, (x,), (g,)),

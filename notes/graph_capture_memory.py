@@ -64,7 +64,9 @@ def main() -> None:
         budget=Budget(min_steps=3, max_seconds=1),
     )
     for row in run_benchmark(spec, modes=["train_step"]):
-        print(row["attention"], row["status"], row.get("median_ms"), row.get("graphed_median_ms"), str(row["note"])[:160])
+        print(
+            row["attention"], row["status"], row.get("median_ms"), row.get("graphed_median_ms"), str(row["note"])[:160]
+        )
 
 
 if __name__ == "__main__":

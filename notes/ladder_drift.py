@@ -34,6 +34,7 @@ from lmperf.measure import capture_graph
 from lmperf.measure.power import nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 
+
 def main() -> None:
     size, context, actions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     BLOCK = 25
@@ -54,14 +55,11 @@ def main() -> None:
         ladder.drop_grads()
         actions = actions[1:]
 
-
     def capture():
         ladder.before(rung.name)
         return capture_graph(ladder.step(rung), device, after_warmup=ladder.drop_grads)
 
-
     replay = capture()
-
 
     def block() -> tuple[float, dict]:
         events = [torch.cuda.Event(enable_timing=True) for _ in range(BLOCK + 1)]
@@ -72,7 +70,6 @@ def main() -> None:
                 e.record()
             torch.cuda.synchronize()
         return statistics.median(a.elapsed_time(b) for a, b in zip(events, events[1:])), clocks.columns("")
-
 
     print("after block steps median_ms sm_mhz power_w temp_c reasons loss_after", flush=True)
     steps, last = 0, "start"

@@ -74,6 +74,7 @@ from lmperf.model.transformer import RotaryEmbedding, matmul_parameters
 from lmperf.studies.ladder import RUNGS, Ladder, kernel_times
 from lmperf.training import make_step
 
+
 def main() -> None:
     size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     rung_name = sys.argv[4] if len(sys.argv) > 4 else "fused_norms"
@@ -91,7 +92,6 @@ def main() -> None:
     layers = ladder.model.cfg.num_layers
     gpu = nvidia_smi_id(device)
 
-
     def fwd_bwd(phase=None):
         """The rung's forward + backward (its model and loss, no update); ``phase`` is make_step's."""
         loss_fn = fused_cross_entropy if rung.loss == "fused" else cross_entropy
@@ -100,7 +100,6 @@ def main() -> None:
         return make_step(
             "forward_backward", model, None, ladder.tokens, ladder.targets, "bf16", device, loss_fn=loss_fn, **marks
         )
-
 
     class Products(TorchDispatchMode):
         """Every mm and bmm run inside, in order (op, operand shapes), with clones of the operands of
@@ -123,7 +122,6 @@ def main() -> None:
                 self.backward_at = len(self.calls)
             return contextlib.nullcontext()
 
-
     def eager_pass(products=None, wrap_attention=None):
         """One eager forward + backward of the rung, inside ``products``, with layer 0's attention
         function wrapped by ``wrap_attention``; then the gradients dropped and the attention put back."""
@@ -137,11 +135,9 @@ def main() -> None:
         ladder.drop_grads()
         ladder.before(rung.name)
 
-
     def flops(call) -> int:
         (a, b) = call[1]
         return 2 * (a[0] if len(a) == 3 else 1) * a[-2] * a[-1] * b[-1]
-
 
     def products_arm():
         """The gemms arm's work: each product of one forward + backward on layer 0's (or the head's) operands.
@@ -174,7 +170,6 @@ def main() -> None:
 
         return work
 
-
     def attention_arm():
         """The attention arm's work: layer 0's attention forward and backward, once per layer."""
         saved = {}
@@ -199,16 +194,13 @@ def main() -> None:
 
         return work
 
-
     def no_rope(self, x, positions=None):
         """RotaryEmbedding.forward for the fwd_bwd_no_rope arm: no rotation, no kernel."""
         return x
 
-
     def unmerged_attention(q, k, v, is_causal=False):
         """flash_triton as it was before ``merged_heads``: O returned as the (batch, heads, seq, d) view."""
         return FlashAttentionTriton.apply(q, k, v, is_causal)
-
 
     def copies(table) -> str:
         """The layout copies in one replay's kernel table: kernels named for a clone, calls and µs a replay."""
@@ -217,7 +209,6 @@ def main() -> None:
             "; ".join(f"{r.kernel} x{r.calls_per_step:.0f} {r.ms_per_step * 1e3:.0f} us" for r in found.itertuples())
             or "none"
         )
-
 
     def kernel_summary(table) -> str:
         """One replay's kernel table by category, then its ten longest kernels, ms a replay."""
@@ -228,7 +219,6 @@ def main() -> None:
         )
         return f"{by_category}\n{top}"
 
-
     def compiled_anew(change, name: str):
         """Arm ``name``'s graph with the blocks compiled anew under ``change``, then dropped for the next arm."""
         torch._dynamo.reset()
@@ -236,7 +226,6 @@ def main() -> None:
             graph = arm(name)
         torch._dynamo.reset()
         return graph
-
 
     def arm(name: str):
         """The arm's graph, from the initial weights and an empty AdamW state."""
@@ -263,7 +252,6 @@ def main() -> None:
             return capture_graph(fwd_bwd(), device, after_warmup=ladder.drop_grads)
         fwd_bwd()()  # real gradients on the bf16 weights, for the update to read
         return capture_graph(ladder.optimizer(rung.optimizer, rung.weights).step, device)
-
 
     print(f"# {torch.cuda.get_device_name(device)}, {size}, context {context}, rung {rung.name}", flush=True)
     print("round arm replays median_ms sm_mhz power_w reasons energy_per_replay_j counter_j_per_replay", flush=True)

@@ -30,6 +30,7 @@ from lmperf.measure import capture_graph
 from lmperf.measure.power import hold, nvidia_smi_id, sampled
 from lmperf.studies.ladder import RUNGS, Ladder
 
+
 def main() -> None:
     size, context, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     arms = [(*arm.split(":"), "")[:3] for arm in sys.argv[4:]]
@@ -41,7 +42,6 @@ def main() -> None:
     ladder = Ladder(size, context, 4, device, list(rungs.values()))
     gpu = nvidia_smi_id(device)
 
-
     def timed(step) -> list[float]:
         events = [torch.cuda.Event(enable_timing=True) for _ in range(STEPS + 1)]
         events[0].record()
@@ -50,7 +50,6 @@ def main() -> None:
             e.record()
         torch.cuda.synchronize()
         return [a.elapsed_time(b) for a, b in zip(events, events[1:])]
-
 
     print("round rung how carveout median_ms sm_mhz power_w temp_c reasons", flush=True)
     for k in range(rounds):
@@ -61,7 +60,7 @@ def main() -> None:
                 torch._C._set_sm_carveout_experimental(int(carveout) if carveout else None)
                 step = capture_graph(step, device, after_warmup=ladder.drop_grads)
                 torch._C._set_sm_carveout_experimental(None)
-            hold(step, device, 5.0)
+            hold(step, device, 5.0, until_steady=False)
             with sampled(gpu) as clocks:
                 ms = timed(step)
             c = clocks.columns("")

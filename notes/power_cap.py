@@ -12,13 +12,13 @@ import time
 
 import torch
 
+
 def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
     x = torch.randn(4096, 2560, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(10240, 2560, device="cuda", dtype=torch.bfloat16)
     a = torch.empty(100_000_000, device="cuda", dtype=torch.float32)
     b = torch.empty_like(a)
-
 
     def make(kind):
         s = torch.cuda.Stream()
@@ -31,13 +31,11 @@ def main() -> None:
             body(kind)
         return g
 
-
     def body(kind):
         for i in range(32):
             y = x @ w.t()
             if kind == "mixed" and i % 4 == 0:
                 b.copy_(a)
-
 
     flop_per_gemm = 2 * 4096 * 2560 * 10240
     smi = subprocess.Popen(

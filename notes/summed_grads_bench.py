@@ -24,18 +24,17 @@ import sys
 import torch
 from held_energy import captured, in_turns
 
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     device = torch.device("cuda")
     tokens, d_model, d_ff, layers = 4096, 2560, 10240, 32
     torch.manual_seed(0)
 
-
     def operands(width: int, n: int):
         grads = [torch.randn(tokens, width, device=device, dtype=torch.bfloat16) for _ in range(n)]
         weights = [torch.randn(width, d_model, device=device, dtype=torch.bfloat16) / width**0.5 for _ in range(n)]
         return grads, weights
-
 
     def added(grads, weights):
         total = torch.mm(grads[0], weights[0])
@@ -43,19 +42,16 @@ def main() -> None:
             total = total + torch.mm(g, w)
         return total
 
-
     def accumulated(grads, weights):
         total = torch.mm(grads[0], weights[0])
         for g, w in zip(grads[1:], weights[1:]):
             total.addmm_(g, w)
         return total
 
-
     pairs = {"attn": operands(d_model, 3), "ffn": operands(d_ff, 2)}
     for name, (grads, weights) in pairs.items():
         a, b = added(grads, weights).float(), accumulated(grads, weights).float()
         print(f"# {name}: relative difference of the two sums {((a - b).norm() / a.norm()).item():.1e}", flush=True)
-
 
     arms = {}
     for name, (grads, weights) in pairs.items():

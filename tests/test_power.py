@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from lmperf import registry
 from lmperf.measure import power
 from lmperf.measure.power import SETTLE_WINDOW_S, Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.timing import Timings
@@ -68,11 +69,18 @@ def test_the_ladder_says_which_replays_ran_at_the_power_limit():
     (sentence,) = power_sentences(ran.assign(replay_settle_s=[float("nan"), 5.0, 5.0]))
     assert sentence.endswith("Each replay ran 5 s untimed before it was timed.")
     rule = {"settle_seconds": 3.0, "settle_window_s": 0.25, "settle_windows": 3, "settle_tolerance": 0.005}
-    (sentence,) = power_sentences(ran.assign(**rule, replay_turn_settle_s=[None, "0.75;0.80", "1.50;2.25"]))
+    held = ran.assign(**rule, replay_turn_settle_s=[None, "0.75;0.80", "1.50;2.25"])
+    (sentence,) = power_sentences(held)
     assert sentence.endswith(
         "Each replay ran untimed until its time per step stopped moving (3 windows of 0.25 s in a row with medians "
         "within 0.5%): 1.15 s median, 2.25 s at most, of the 3 s allowed before it was timed."
     )
+    declared = held[[c for c in held.columns if c in registry.declared("ladder")]]
+    assert power_sentences(declared) == [sentence]  # the section reads only columns the ladder declares
+    older = ran.assign(settle_seconds=3.0, replay_turn_settle_s=None)  # rows that held the whole time
+    assert power_sentences(pd.concat([held, older]))[0].endswith("of the 3 s allowed before it was timed.")
+    (unheld,) = power_sentences(ran.assign(**rule | {"settle_seconds": 0.0}, replay_turn_settle_s="0.01"))
+    assert "untimed" not in unheld  # settle_seconds 0: one step, no hold to state
     assert power_sentences(ran.drop(columns=["replay_sm_clock_mhz"])) == []
 
 

@@ -97,3 +97,28 @@ def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_p
     assert listed.loc["benchmarks/allreduce/nccl-n4.tsv", "gpus"] == 4
     assert listed.loc["benchmarks/allreduce/gloo-n4.tsv", "gpus"] == 0  # CPU processes
     assert listed.loc["benchmarks/ddp/train-n2-b16.tsv", "study"] == "ddp"
+
+
+def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree():
+    """cuts/e2e: the after / before wall time of the one job measured both ways is the ratio that
+    job_costs.csv applies to every fp32 e2e job, and the README's; the two sides' naive medians agree
+    (inside the other's CI or within 1%), as the README says."""
+    cut = SLICE / "cuts/e2e"
+    walls = [
+        pd.read_csv(cut / side / "benchmarks/e2e/small/fp32-compiled.tsv", sep="\t")["s"].iloc[-1]
+        for side in ("after", "before")
+    ]
+    ratio = walls[0] / walls[1]
+    costs = pd.read_csv(SLICE / "job_costs.csv")
+    fp32 = costs[costs["job"].str.match(r"benchmarks/e2e/[^/]+/fp32-")]
+    assert len(fp32) == 10 and fp32["source"].str.endswith(f"x {ratio:.3f} (cuts/e2e)").all()
+    assert f"after / before ratio, {ratio:.3f}" in " ".join((SLICE / "README.md").read_text().split())
+    before, after = (pd.read_csv(cut / side / "rows/e2e/small/fp32-compiled.csv") for side in ("before", "after"))
+    assert set(after["attention"]) == {"naive"} and set(before["attention"]) == {"naive", "sdpa", "flash_triton"}
+    assert set(after["commit"]) == {"292df6d89e6f"} and set(before["commit"]) == {"bacf46f"}
+    pairs = before[before["attention"] == "naive"].merge(after, on=["context_length", "mode"], suffixes=("_b", "_a"))
+    inside = (pairs["graphed_median_ms_a"] >= pairs["graphed_ci95_low_ms_b"]) & (
+        pairs["graphed_median_ms_a"] <= pairs["graphed_ci95_high_ms_b"]
+    )
+    close = (pairs["graphed_median_ms_a"] / pairs["graphed_median_ms_b"] - 1).abs() <= 0.01
+    assert len(pairs) == 6 and (inside | close).all()

@@ -1365,3 +1365,24 @@ def test_batch_slice_is_one_commit_rendered_and_says_what_its_rows_show():
     at = rows.set_index(["size", "batch_size"])
     assert f"({pct(at.loc[('2.7B', 4), 'host_overhead'])} host overhead" in readme
     assert f"{pct(at.loc[('small', 128), 'mfu'])}" in readme and f"{pct(at.loc[('2.7B', 8), 'mfu'])}" in readme
+
+
+DDP_RANKS = REFERENCE.parent / "ddp-ranks"
+
+
+def test_ddp_ranks_slice_is_one_commit_rendered_from_its_rows():
+    """DDP at 2 and 4 ranks: one commit, section.md what render.py makes of the rows, and the README's
+    headline ratios the rows' paired ones."""
+    from lmperf.report.ddp_section import render_training
+
+    train = pd.concat([render.read(DDP_RANKS / f"rows/ddp/train-n{n}-b16.csv") for n in (2, 4)], ignore_index=True)
+    timeline = render.read(DDP_RANKS / "rows/ddp/timeline-n4.csv")
+    assert set(train["commit"]) == set(timeline["commit"]) == {"292df6d89e6f"}
+    assert (DDP_RANKS / "section.md").read_text() == "\n".join(render_training(train, None, timeline)) + "\n"
+    best = train[train["variant"] == "bucketed-1000"].set_index("world_size")
+    readme = readme_of(DDP_RANKS)
+    assert f"bucketed-1000 by 3.4% (paired CI [{best.loc[2, 'vs_anchor_ci95_low']:.3f}," in readme
+    assert not best.loc[4, "vs_anchor_resolved"]
+    four = best.loc[4]
+    ratio = f"{four['vs_anchor']:.3f} [{four['vs_anchor_ci95_low']:.3f}, {four['vs_anchor_ci95_high']:.3f}]"
+    assert f"its ratio, {ratio}, is not resolved" in readme

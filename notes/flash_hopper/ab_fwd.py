@@ -17,19 +17,19 @@ from triton.testing import do_bench
 
 from lmperf.kernels.flash_attention import FlashAttentionTriton
 
+
 def main() -> None:
     use_torch_allocator()
     B, N, D = 16, 16384, 64
     g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (t.contiguous() for t in torch.randn(3, B, N, D, device="cuda", dtype=torch.bfloat16, generator=g).unbind(0))
-
+    q, k, v = (
+        t.contiguous() for t in torch.randn(3, B, N, D, device="cuda", dtype=torch.bfloat16, generator=g).unbind(0)
+    )
 
     cudnn_attention = sdpa(SDPBackend.CUDNN_ATTENTION)
 
-
     def cudnn():
         return cudnn_attention(q, k, v)
-
 
     def tma():
         o = torch.empty_like(q)
@@ -52,7 +52,6 @@ def main() -> None:
             num_warps=8,
             num_stages=3,
         )
-
 
     ours = lambda: FlashAttentionTriton.apply(q, k, v, True)
     res = {"ours": [], "tma": [], "cudnn": []}

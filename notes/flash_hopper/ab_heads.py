@@ -46,7 +46,6 @@ def main() -> None:
     }
     SHAPES = [(128, 512, 80), (128, 1024, 80), (16, 16384, 64)]
 
-
     for batch, seq, d in SHAPES:
         g = torch.Generator(device="cuda").manual_seed(seq + d)
         q, k, v = (

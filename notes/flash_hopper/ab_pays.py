@@ -34,6 +34,8 @@ def ours(hopper: bool):
 
 
 IMPLEMENTATIONS = {"portable": ours(False), "hopper": ours(True), "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+
+
 def main() -> None:
     SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [
         (4, 12, 512),

@@ -36,6 +36,8 @@ def ours(key_tile, stages):
 
 ARMS = {"64x3 (landed)": ours(64, 3), "64x2": ours(64, 2), "64x4": ours(64, 4), "128x2": ours(128, 2)}
 ARMS["cudnn"] = sdpa(SDPBackend.CUDNN_ATTENTION)
+
+
 def main() -> None:
     SHAPES = [tuple(map(int, a.split(":"))) for a in sys.argv[1:]] or [
         (4, 12, 512),

@@ -19,16 +19,15 @@ from triton.testing import do_bench
 
 from lmperf.kernels.flash_attention import FlashAttentionTriton
 
+
 def main() -> None:
     use_torch_allocator()
     REP = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-
 
     def grads_of(fn, q, k, v, do):
         q_, k_, v_ = (t.detach().clone().requires_grad_() for t in (q, k, v))
         fn(q_, k_, v_).backward(do)
         return q_.grad, k_.grad, v_.grad
-
 
     def h_backward(dkdv_cfg, dq_cfg=None, atomic=1):
         """Delta, then hdkdv and hdq; without dq_cfg, hdkdv alone with dQ accumulated in fp32: element
@@ -56,7 +55,6 @@ def main() -> None:
             return dq, dk, dv
 
         return run
-
 
     for B, N, D in [(16, 16384, 64), (128, 1024, 64)]:
         g = torch.Generator(device="cuda").manual_seed(0)
@@ -86,7 +84,14 @@ def main() -> None:
         out = FlashAttentionTriton.apply(q_, k_, v_, True)
         L = out.grad_fn.saved_tensors[0]
         O = out.detach()
-        atomic_cfgs = [(64, 128, 8, 2), (64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 128, 4, 2), (64, 128, 8, 3)]
+        atomic_cfgs = [
+            (64, 128, 8, 2),
+            (64, 64, 4, 3),
+            (64, 64, 4, 2),
+            (32, 64, 4, 3),
+            (32, 128, 4, 2),
+            (64, 128, 8, 3),
+        ]
         for atomic, cfg in itertools.product((2, 1), atomic_cfgs):
             run = h_backward(cfg, atomic=atomic)
             label = ("tma_reduce" if atomic == 2 else "atomic") + str(cfg)
@@ -114,7 +119,9 @@ def main() -> None:
                 if best is None or ms < best[0]:
                     best = (ms, run)
             except Exception as e:
-                print(f"B{B} N{N} {str(dkdv_cfg) + str(dq_cfg):>40} FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
+                print(
+                    f"B{B} N{N} {str(dkdv_cfg) + str(dq_cfg):>40} FAILED {type(e).__name__}: {str(e)[:200]}", flush=True
+                )
 
 
 if __name__ == "__main__":

@@ -19,10 +19,10 @@ from triton.testing import do_bench
 
 from lmperf.kernels.flash_attention import FlashAttentionTriton
 
+
 def main() -> None:
     use_torch_allocator()
     REP = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-
 
     def h(bq, bk, w, s, poly, persistent):
         def run(q, k, v):
@@ -51,7 +51,6 @@ def main() -> None:
             return o
 
         return run
-
 
     for B, N, D in [(16, 16384, 64), (48, 1024, 64), (48, 512, 64), (128, 1024, 64)]:
         g = torch.Generator(device="cuda").manual_seed(0)

@@ -30,6 +30,7 @@ from lmperf.measure.timing import capture_graph, graph_pool
 from lmperf.model.sizes import SIZES
 from lmperf.model.transformer import ModelConfig, RotaryEmbedding, TransformerBlock
 
+
 def main() -> None:
     SIZE = sys.argv[1] if len(sys.argv) > 1 else "large"
     CONTEXT = int(sys.argv[2]) if len(sys.argv) > 2 else 1024
@@ -91,7 +92,9 @@ def main() -> None:
         print(f"  {name:>12}: kernels {sum(per.values()):8.1f} us a step, {round(sum(calls.values()))} launches")
 
     if len(sys.argv) > 4:  # one arm a process: keep its kernels for a later comparison
-        Path(sys.argv[4]).write_text(json.dumps({name: [dict(per), dict(calls)] for name, (per, calls) in kernels.items()}))
+        Path(sys.argv[4]).write_text(
+            json.dumps({name: [dict(per), dict(calls)] for name, (per, calls) in kernels.items()})
+        )
     if len(kernels) < 2:
         sys.exit()
     ours, sdpa = kernels["flash_triton"], kernels["sdpa"]

@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+
 def main() -> None:
     (a_name, (a, a_calls)), (b_name, (b, b_calls)) = (
         next(iter(json.loads(Path(f).read_text()).items())) for f in sys.argv[1:3]

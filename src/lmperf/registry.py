@@ -74,8 +74,16 @@ ENV = {
     "driver_version": str,
 }
 # The settings a row's claims depend on: the CI it was measured to, the launched/graphed ratio above
-# which it is host-bound, the seconds of untimed work before its graphed timing.
-SETTINGS = {"ci_halfwidth": float, "host_bound_threshold": float, "settle_seconds": float}
+# which it is host-bound, the most seconds of untimed work before its graphed timing, and the rule
+# that ends that hold once the step is steady (lmperf.measure.power.hold).
+SETTINGS = {
+    "ci_halfwidth": float,
+    "host_bound_threshold": float,
+    "settle_seconds": float,
+    "settle_window_s": float,
+    "settle_windows": int,
+    "settle_tolerance": float,
+}
 
 # What a measuring job on one GPU asks of Slurm: about 3x the longest job of its rule seen on an H100.
 GPU_JOB = {"gpu": 1, "mem_mb": 64000, "cpus_per_task": 8}
@@ -144,7 +152,8 @@ COLUMNS = {
         "compile": str,
         "context_length": int, "cv": float, "device": str, "event_median_ms": float, "first_step_ms": float,
         "graphed_ci95_high_ms": float, "graphed_ci95_low_ms": float, "graphed_median_ms": float,
-        "graphed_mfu": float, "graphed_step_times_ms": str, "host_bound": bool, "host_overhead_ms": float,
+        "graphed_mfu": float, "graphed_settle_s": float, "graphed_step_times_ms": str, "host_bound": bool,
+        "host_overhead_ms": float,
         "matmul_precision": str, "measured_steps": int, "median_ms": float, "mfu": float, "min_ms": float,
         "mode": str, "model_tflop_per_step": float, "n_steps": int, "optimizer": str, "params": int,
         "peak_mem_gib": float, "peak_tflops": float, "precision": str, "size": str, "step_times_ms": str,
@@ -178,7 +187,8 @@ COLUMNS = {
         "peak_tflops": float, "precision": str, "replay_clock_event_reasons": str, "replay_power_limit_w": float,
         "replay_power_w": float, "replay_settle_s": float, "replay_sm_clock_mhz": float, "replay_turn_power_w": str,
         "replay_turns": int, "rung": str, "size": str, "step_times_ms": str, "tokens_per_s": float, "weights": str,
-        "loss_tolerance": float, "power_limit_share": float,
+        "loss_tolerance": float, "power_limit_share": float, "launched_turn_settle_s": str,
+        "replay_turn_settle_s": str,
     },
     "ladder_kernels": {
         "batch_size": int, "category": str, "context_length": int, "kernel": str, "ms_per_step": float, "rung": str,

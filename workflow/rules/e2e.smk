@@ -16,7 +16,6 @@ E2E_TARGETS = excluding(
 )
 
 
-
 WARMUP_TARGETS = expand(
     "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
     size=WARMUP["sizes"],
@@ -28,7 +27,7 @@ WARMUP_TARGETS = expand(
 
 rule e2e:
     input:
-        code("lmperf.studies.e2e", *attention_modules(E2E["attention"])),
+        lambda wc: code("lmperf.studies.e2e", *attention_modules(e2e_attentions(wc.precision))),
     output:
         "results/e2e/{size}/{precision}-{compile}.csv",
     log:

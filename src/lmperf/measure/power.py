@@ -11,6 +11,7 @@ in a process of its own: sampling costs the measured process nothing, and needs 
     gpu.columns("replay_")  # {"replay_sm_clock_mhz": ..., "replay_power_w": ..., ...}
 """
 
+import logging
 import shutil
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ QUERY = ("clocks.sm", "power.draw", "power.limit", "temperature.gpu", "clocks_ev
 COLUMNS = ("sm_clock_mhz", "power_w", "power_limit_w", "temperature_c")  # QUERY's numeric fields, as rows name them
 REASONS = "clock_event_reasons"  # the last field: a bit mask (0x4: software power cap; 0x20, 0x40: thermal)
 INTERVAL_MS = 100
+log = logging.getLogger(__name__)
 
 
 def nvidia_smi_id(device: torch.device) -> str | None:
@@ -49,16 +51,20 @@ SETTLE_RULE = {
 
 
 @phase("settle")
-def hold(step: Callable[[], object], device: torch.device, seconds: float) -> tuple[int, float]:
+def hold(
+    step: Callable[[], object], device: torch.device, seconds: float, until_steady: bool = True
+) -> tuple[int, float]:
     """Run ``step`` back to back until its time per step stops moving, for at most ``seconds`` of wall
-    time (at least once); return how many steps ran and for how long.
+    time (at least once, and the step that crosses ``seconds`` runs to its end); return how many steps
+    ran and for how long. With ``until_steady=False``, for the whole ``seconds``.
 
     Why: the GPU's clock and power follow the work of the last seconds, and nvidia-smi's power on
     Hopper is an average over about a second. Without a hold, a replay timed right after its capture
     is timed in the state the capture left. Holding each replay first measures every rung in the state
     its own work keeps, whatever ran before it (notes/ladder-power.md). A step far below the power
     limit is steady at once, so the hold ends when SETTLE_WINDOWS windows of SETTLE_WINDOW_S in a row
-    agree within SETTLE_TOLERANCE, instead of spending every hold's full ``seconds``.
+    agree within SETTLE_TOLERANCE, instead of spending every hold's full ``seconds``. So the shortest
+    hold is SETTLE_WINDOWS windows; a step longer than a window is a window of its own.
     """
     start = timeit.default_timer()
     steps, medians, window = 0, [], []
@@ -70,10 +76,12 @@ def hold(step: Callable[[], object], device: torch.device, seconds: float) -> tu
         steps += 1
         window.append(now - begun)
         if now - start >= seconds:
+            log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed")
             return steps, now - start
-        if sum(window) >= SETTLE_WINDOW_S:
+        if until_steady and sum(window) >= SETTLE_WINDOW_S:
             medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
             if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
+                log.info(f"held {steps} steps for {now - start:.2f} s: steady")
                 return steps, now - start
 
 

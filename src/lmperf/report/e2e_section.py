@@ -354,7 +354,8 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
         + "."
         + (
             f" {' and '.join(alone)} time{'s' if len(alone) == 1 else ''} naive attention alone (the grid's "
-            "`e2e.attention_precisions`): attention is compared in the precision models train in."
+            "`e2e.attention_precisions`), so no attention is compared in "
+            f"{'it' if len(alone) == 1 else 'them'}."
             if alone
             else ""
         ),

@@ -230,23 +230,21 @@ def settle_seconds(rows: pd.DataFrame) -> float:
 def held_for(rows: pd.DataFrame) -> tuple[float, str]:
     """How a timed block was held untimed first: the most it could be (``settle_seconds``, NaN where
     none), and, on rows written since holds end once the step is steady, that rule with the median and
-    longest hold of the rows' turns (``*_turn_settle_s``); "" on older rows, which held the whole time."""
+    longest hold of the rows' turns (``*_turn_settle_s``); "" on older rows, which held the whole time,
+    and where no hold was asked for."""
     cap = settle_seconds(rows)
-    held = [
-        float(s)
-        for column in ("launched_turn_settle_s", "replay_turn_settle_s")
-        if column in rows
-        for cell in rows[column].dropna()
-        for s in str(cell).split(";")
-        if s
-    ]
-    if not held:
+    columns = [c for c in ("launched_turn_settle_s", "replay_turn_settle_s") if c in rows]
+    held = [float(s) for c in columns for cell in rows[c].dropna() for s in str(cell).split(";") if s]
+    if not held or not cap > 0 or "settle_window_s" not in rows:
         return cap, ""
-    rule = rows.iloc[0]
+    ruled = rows.dropna(subset=["settle_window_s"])
+    windows, window_s, tolerance = (
+        setting(ruled, c) for c in ("settle_windows", "settle_window_s", "settle_tolerance")
+    )
     return cap, (
-        f"until its time per step stopped moving ({plural(int(rule['settle_windows']), 'window')} of "
-        f"{num(rule['settle_window_s'], 2)} s in a row with medians within {pct(rule['settle_tolerance'], 1)}): "
-        f"{num(statistics.median(held), 2)} s median, {num(max(held), 2)} s at most, of the {num(cap, 0)} s allowed"
+        f"until its time per step stopped moving ({plural(int(windows), 'window')} of {num(window_s, 2)} s in a "
+        f"row with medians within {pct(tolerance, 1)}): {num(statistics.median(held), 2)} s median, "
+        f"{num(max(held), 2)} s at most, of the {num(cap, 0)} s allowed"
     )
 
 

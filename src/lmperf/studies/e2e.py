@@ -45,7 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--max-seconds", type=float, default=30.0, help="time budget per point for steps past --measured-steps"
     )
     p.add_argument(
-        "--settle-seconds", type=float, default=0.0, help="untimed replays before the graphed timing of each point"
+        "--settle-seconds",
+        type=float,
+        default=0.0,
+        help="the most seconds of untimed replays before the graphed timing of each point; ends once steady",
     )
     p.add_argument(
         "--physics-slack",

@@ -486,12 +486,12 @@ class LadderRun:
 
     def take_turns(self, live: list[Rung], warmup_steps: int, budget: Budget) -> tuple[dict, dict, dict]:
         """Every rung in ``ROUNDS`` turns, A B C A B C, each in blocks of its own: from the initial
-        weights, held ``settle_seconds`` untimed, then timed while the SM clock and power are sampled;
-        a launched rung's launched block, then its replay. The H100 trains these models at its power
-        limit, and its clock follows the last second or so of work: steps interleaved one by one, A B
-        A B, would each run at a clock set by their neighbours (a launched step came out 9% faster
-        than after a hold of its own, notes/ladder-power.md). One graph at a time: two graphed steps
-        of a 2.7B model do not fit beside each other.
+        weights, held untimed until steady (at most ``settle_seconds``), then timed while the SM clock
+        and power are sampled; a launched rung's launched block, then its replay. The H100 trains these
+        models at its power limit, and its clock follows the last second or so of work: steps
+        interleaved one by one, A B A B, would each run at a clock set by their neighbours (a launched
+        step came out 9% faster than after a hold of its own, notes/ladder-power.md). One graph at a
+        time: two graphed steps of a 2.7B model do not fit beside each other.
 
         Returns each rung's launched turns, its replayed turns, and each phase's times (s) over its
         launched turns' timed steps."""
@@ -751,7 +751,12 @@ def main(argv=None) -> None:
         help="time budget past --measured-steps, per rung and timing kind, over its turns",
     )
     p.add_argument("--check-steps", type=int, default=20, help="train steps per rung for the loss check (0: none)")
-    p.add_argument("--settle-seconds", type=float, default=5.0, help="untimed steps before each timed block")
+    p.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=5.0,
+        help="the most seconds of untimed steps before each timed block; the hold ends once steady",
+    )
     p.add_argument(
         "--loss-tolerance",
         type=float,
