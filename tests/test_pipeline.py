@@ -250,9 +250,9 @@ def test_slurm_profiles_request_gpus_only_where_jobs_use_them(tmp_path):
 
 def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
     workdir = copy_pipeline(tmp_path)
-    target = "results/e2e/nano/fp32-eager.csv"
+    target = "results/e2e/nano/bf16-eager.csv"  # bf16: the precision whose targets time both attentions
     config = yaml.safe_load((workdir / "config.yaml").read_text())
-    config["grids"]["smoke"]["e2e"].update(ci_halfwidth=1e-9, max_seconds_per_point=10**6)  # runs until killed
+    config["grids"]["smoke"]["e2e"].update(warmup_steps=10**9)  # warms up until killed
     (workdir / "slow.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.Popen(
         [
@@ -272,7 +272,7 @@ def test_killed_run_leaves_nothing_half_written_and_recovers(tmp_path):
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    log = workdir / "logs/e2e/nano/fp32-eager.log"
+    log = workdir / "logs/e2e/nano/bf16-eager.log"
     deadline = time.time() + 120
     while not (log.exists() and "built nano" in log.read_text()) and time.time() < deadline:
         time.sleep(0.2)  # wait until the job has built its model and is measuring
@@ -333,12 +333,12 @@ def test_a_split_target_is_its_contexts_measured_apart_and_joined(tmp_path):
     joined into the target a whole job writes: the same points and columns. A rerun has nothing to do."""
     workdir = copy_pipeline(tmp_path)
     config = yaml.safe_load((workdir / "config.yaml").read_text())
-    split, whole = "results/e2e/nano/fp32-eager.csv", "results/e2e/nano/bf16-eager.csv"
-    config["grids"]["smoke"]["e2e"].update(context_lengths=[32, 64], split_by_context=["results/e2e/nano/fp32-*"])
+    split, whole = "results/e2e/nano/bf16-eager.csv", "results/e2e/nano/bf16-compiled.csv"
+    config["grids"]["smoke"]["e2e"].update(context_lengths=[32, 64], split_by_context=["results/e2e/nano/bf16-eager"])
     (workdir / "split.yaml").write_text(yaml.safe_dump(config))
     args = ("--configfile", "split.yaml", "--config", "grid=smoke")
     jobs = dry_run(workdir, *args)
-    assert (jobs["e2e"], jobs["e2e_context"], jobs["e2e_join"]) == (6, 4, 2)  # nano fp32: eager and compiled
+    assert (jobs["e2e"], jobs["e2e_context"], jobs["e2e_join"]) == (7, 2, 1)  # nano bf16 eager, split in two
 
     snakemake(workdir, "--cores", "1", split, whole, *args)
     whole_rows, joined = pd.read_csv(workdir / whole), pd.read_csv(workdir / split)
@@ -346,8 +346,8 @@ def test_a_split_target_is_its_contexts_measured_apart_and_joined(tmp_path):
     points = ["context_length", "mode", "attention"]
     assert sorted(joined[points].itertuples(index=False)) == sorted(whole_rows[points].itertuples(index=False))
     for ctx in (32, 64):
-        assert set(pd.read_csv(workdir / f"results/e2e/nano/fp32-eager/ctx{ctx}.csv")["context_length"]) == {ctx}
-        assert (workdir / f"benchmarks/e2e/nano/fp32-eager/ctx{ctx}.tsv").exists()
+        assert set(pd.read_csv(workdir / f"results/e2e/nano/bf16-eager/ctx{ctx}.csv")["context_length"]) == {ctx}
+        assert (workdir / f"benchmarks/e2e/nano/bf16-eager/ctx{ctx}.tsv").exists()
     rerun = snakemake(workdir, "-n", "--cores", "1", split, whole, *args)
     assert "Nothing to be done" in rerun.stdout + rerun.stderr
 

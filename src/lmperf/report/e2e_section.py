@@ -97,6 +97,7 @@ def _method(e2e: pd.DataFrame) -> str:
     scope = (
         "*Compiled* means each Transformer block under `torch.compile` (regional compilation); *forward* is "
         "inference under `torch.no_grad()`; *train step* is forward, cross-entropy, backward and the optimizer step."
+        + naive_alone(e2e)
     )
     if gpu_bound(e2e).empty:
         return (
@@ -332,6 +333,20 @@ def _warmup_bullets(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
     return lines
 
 
+def naive_alone(e2e: pd.DataFrame) -> str:
+    """The precisions whose targets timed naive attention alone while another compared attentions
+    (the grid's ``e2e.attention_precisions``), in words; "" where every precision timed the same."""
+    timed = e2e.groupby("precision")["attention"].agg(set)
+    alone = [p for p in grid.PRECISIONS if p in timed and timed[p] == {"naive"}]
+    if not alone or len(alone) == len(timed):
+        return ""
+    verb, it = ("times", "it") if len(alone) == 1 else ("time", "them")
+    return (
+        f" {' and '.join(alone)} {verb} naive attention alone (the grid's `e2e.attention_precisions`), so no "
+        f"attention is compared in {it}."
+    )
+
+
 def _attention_section(e2e: pd.DataFrame) -> list[str]:
     """Attention variants in the model, timed interleaved in one process; ratios on graphed replays."""
     ratios = attention_ratios(e2e)
@@ -345,20 +360,9 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
             f"{other} {precision} {compile_}: median {num(g['speedup'].median())}× "
             f"({wins} faster, {losses} slower, {len(g) - wins - losses} not resolved of {len(g)})"
         )
-    timed = e2e.groupby("precision")["attention"].agg(set)
-    alone = [p for p in grid.PRECISIONS if p in timed and timed[p] == {"naive"}]
     out += [
         "Speed-up over naive attention (naive time / other time; a point counts as faster or slower only where its "
-        "paired bootstrap 95% CI excludes 1, else *not resolved*): "
-        + "; ".join(parts)
-        + "."
-        + (
-            f" {' and '.join(alone)} time{'s' if len(alone) == 1 else ''} naive attention alone (the grid's "
-            "`e2e.attention_precisions`), so no attention is compared in "
-            f"{'it' if len(alone) == 1 else 'them'}."
-            if alone
-            else ""
-        ),
+        "paired bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".",
         "",
     ]
     flash = ok(e2e[(e2e["attention"] == "flash_triton") & (e2e["mode"] == "train_step")])
