@@ -1,6 +1,7 @@
 """The timer and its statistics: bootstrap CIs, adaptive stopping, interleaving, host-bound rows,
 the capturable optimizer, and a report that never mixes regimes in one median."""
 
+import io
 import re
 import statistics
 
@@ -12,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from lmperf.measure import Budget, harness, measure, median_ci, ratio_ci
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
-from lmperf.measure.stats import converged, resolved
+from lmperf.measure.stats import converged, join_ms, resolved, split_ms
 from lmperf.model import AdamW
 from lmperf.report import e2e_section
 
@@ -283,3 +284,12 @@ def test_speedups_pair_only_rows_of_one_commit():
     assert len(speedup(frame, "precision", "fp32", "bf16")) == 24  # 2 sizes x 2 contexts x 2 compile modes x 3 modes
     frame.loc[frame["precision"] == "bf16", "commit"] = "def"  # bf16 measured by other code
     assert speedup(frame, "precision", "fp32", "bf16").empty
+
+
+def test_a_cell_of_times_reads_back_whether_pandas_saw_text_or_a_number():
+    """join_ms's cells read back as lists; a column whose cells each hold one value comes back from
+    pandas as numbers, and each such cell is a list of one."""
+    frame = pd.read_csv(io.StringIO("many,one\n1.5000;2.2500,0.75\n,\n"))
+    assert split_ms(frame.loc[0, "many"]) == [1.5, 2.25] and split_ms(frame.loc[0, "one"]) == [0.75]
+    assert split_ms(frame.loc[1, "many"]) == [] and split_ms(frame.loc[1, "one"]) == []
+    assert split_ms(join_ms([0.0015, 0.00225])) == [1.5, 2.25]

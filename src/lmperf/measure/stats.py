@@ -93,7 +93,11 @@ def join_ms(times_s: list[float]) -> str:
 
 
 def split_ms(cell) -> list[float]:
-    """A ``join_ms`` cell read back from CSV as a list of ms; [] for a missing cell."""
+    """A ``join_ms`` cell (or any ';'-separated cell of numbers) read back from CSV as a list; [] for a
+    missing cell. A column whose every cell holds one value is read by pandas as numbers: such a cell
+    is a list of one."""
+    if isinstance(cell, (int, float)) and not isinstance(cell, bool):
+        return [float(cell)] if cell == cell else []
     return [float(t) for t in cell.split(";")] if isinstance(cell, str) and cell else []
 
 

@@ -339,7 +339,7 @@ def published_anchor(leaderboard_frame: pd.DataFrame, path: Path = PUBLISHED) ->
     leaderboard shape: an anchor for what Hopper attention reaches, stated as published and not
     measured here (same GPU family and tokens; its dtype, head count and batch differ). Nothing where
     the leaderboard did not run."""
-    ours = ok(leaderboard_frame)
+    ours = ok(leaderboard_frame)  # a run whose leaderboard did not run has no such columns
     ours = ours[(ours["implementation"] == "ours_triton") & (ours["pass"] == "forward")] if len(ours) else ours
     if ours.empty:
         return []

@@ -234,7 +234,7 @@ def held_for(rows: pd.DataFrame) -> tuple[float, str]:
     and where no hold was asked for."""
     cap = settle_seconds(rows)
     columns = [c for c in ("launched_turn_settle_s", "replay_turn_settle_s") if c in rows]
-    held = [float(s) for c in columns for cell in rows[c].dropna() for s in str(cell).split(";") if s]
+    held = [s for c in columns for cell in rows[c] for s in split_ms(cell)]
     if not held or not cap > 0 or "settle_window_s" not in rows:
         return cap, ""
     ruled = rows.dropna(subset=["settle_window_s"])

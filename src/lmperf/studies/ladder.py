@@ -627,8 +627,8 @@ class LadderRun:
 def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int = 3) -> pd.DataFrame:
     """GPU time per kernel of ``steps`` calls of a warmed-up ``step`` (a launched step or a graph replay)
     under torch.profiler: what the compiler leaves on the table, by name and category. The step is
-    held untimed first (at most ``settle_s``), as the timed blocks are: at the power limit a GEMM's time depends on
-    the clock, and the clock on the last second or so of work."""
+    held untimed first (at most ``settle_s``), as the timed blocks are: at the power limit a GEMM's
+    time depends on the clock, and the clock on the last second or so of work."""
     from torch.profiler import ProfilerActivity, profile
 
     hold(step, device, settle_s)
