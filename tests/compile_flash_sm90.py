@@ -64,8 +64,8 @@ if __name__ == "__main__":
         print(f"gluon forward {where} kernel={compiled.name} shared={compiled.metadata.shared}")
     compile_for_sm90(flash_attention_gluon._combine, BLOCK_N=128, IS_CAUSAL=True, SPLITS=4, D=64, BLOCK_M=64)
     # the Hopper backward: five products, dQ added by TMA bulk reductions; and its Delta
-    for causal in (True, False):
-        compiled = flash_attention_gluon_backward.compile_for_sm90(causal)
+    for d, causal in ((64, True), (64, False), (128, True)):
+        compiled = flash_attention_gluon_backward.compile_for_sm90(causal, d)
         reduces = "cp.reduce.async.bulk.tensor" in compiled.asm["ptx"]
-        print(f"gluon backward causal={causal} bulk_reduce={reduces} shared={compiled.metadata.shared}")
+        print(f"gluon backward d={d} causal={causal} bulk_reduce={reduces} shared={compiled.metadata.shared}")
     compile_for_sm90(flash_attention_gluon_backward._delta_kernel, D=64, BLOCK=64)

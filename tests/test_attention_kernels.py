@@ -35,6 +35,9 @@ def test_the_sm90_dispatch_names_gluon_where_it_takes_the_shape():
     assert backward_kernel(*long, long[0], HOPPER) == "gluon"
     assert backward_kernel(*long, long[0], AMPERE) == "triton"
     assert backward_kernel(q, k, v, q, HOPPER) == "triton"  # 256 keys: the Triton kernels are faster there
+    wide = model_layout(4, 16, 2048, 128)  # d = 128: from 2048 keys in 256 programs or more
+    assert backward_kernel(*wide, wide[0], HOPPER) == "gluon"
+    assert backward_kernel(*model_layout(1, 1, 16384, 128), wide[0], HOPPER) == "triton"  # 128 programs
 
 
 def test_the_sm90_backward_is_triton_where_deterministic_algorithms_are_asked_for(monkeypatch):

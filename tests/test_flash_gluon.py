@@ -64,8 +64,8 @@ def test_gluon_path_refuses_what_it_cannot_run():
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [True, False])
 def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal, monkeypatch):
-    monkeypatch.setattr(flash_attention_gluon_backward, "MIN_KEYS", 0)  # the five-product backward at any size
-    monkeypatch.setattr(flash_attention_gluon_backward, "MIN_PROGRAMS", 0)
+    monkeypatch.setattr(flash_attention_gluon_backward, "MIN_KEYS", {d: 0})  # the five-product backward at any size
+    monkeypatch.setattr(flash_attention_gluon_backward, "MIN_PROGRAMS", {d: 0})
     monkeypatch.setattr(flash_attention, "_PLANS", {})  # plans made under the size rule as it is, kept here
     q, k, v = (t.requires_grad_() for t in model_layout(2, 3, n, d, torch.bfloat16, "cuda", seed=d))
     assert flash_attention_gluon.unsupported(q, k, v) == ""  # the path under test is the one taken
@@ -88,7 +88,7 @@ def test_gluon_attention_matches_float64_forward_and_backward(n, d, causal, monk
     for x, r in ((o, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
         assert ((x.double() - r).norm() / r.norm()).item() < 2e-2
     five_products = flash_attention_gluon_backward.unsupported(q, k, v, grad_out) == ""
-    assert five_products == (d == 64)  # the backward under test
+    assert five_products  # the backward under test, at both head sizes
     grads = [t.grad.clone() for t in (q, k, v)]
     for t in (q, k, v):
         t.grad = None
@@ -150,15 +150,19 @@ def test_the_gluon_layout_check_does_not_break_a_compiled_graph():
 
 
 @pytest.mark.parametrize(
-    "n, programs, five",
-    [(2048, 1024, False), (1024, 640, False), (4096, 32, False), (4096, 128, True), (4096, 2048, True)]
-    + [(8192, 64, False), (8192, 128, True), (16384, 128, True)],
+    "n, programs, d, five",
+    [(2048, 1024, 64, False), (1024, 640, 64, False), (4096, 32, 64, False), (4096, 128, 64, True)]
+    + [(4096, 2048, 64, True), (8192, 64, 64, False), (8192, 128, 64, True), (16384, 128, 64, True)]
+    + [(1024, 512, 128, False), (2048, 1024, 128, True), (4096, 2048, 128, True), (16384, 128, 128, False)]
+    + [(16384, 1024, 128, True), (32768, 256, 128, True), (4096, 32, 128, False)],
 )
-def test_the_five_product_backward_is_taken_where_it_was_measured_faster(n, programs, five):
-    """The sizes of the H100 measurements behind flash_attention_gluon_backward.pays: 4 x 16 x 2048 and the
-    model's 4 x 20 x 1024 (slower), the batch-1 sweep at 4096 keys (32 programs), 1 x 4 x 4096,
-    4 x 16 x 4096, 1 x 1 x 8192 (64 programs: slower), 1 x 2 x 8192 and 1 x 1 x 16384."""
-    assert flash_attention_gluon_backward.pays(n, programs) == five
+def test_the_five_product_backward_is_taken_where_it_was_measured_faster(n, programs, d, five):
+    """The sizes of the measurements behind flash_attention_gluon_backward.pays. d = 64 (H100):
+    4 x 16 x 2048 and the model's 4 x 20 x 1024 (slower), the batch-1 sweep at 4096 keys (32
+    programs), 1 x 4 x 4096, 4 x 16 x 4096, 1 x 1 x 8192 (64 programs: slower), 1 x 2 x 8192 and
+    1 x 1 x 16384. d = 128 (H200): 4 x 16 x 1024 (slower), 4 x 16 x 2048 and 4096, batch 1 at
+    16384 keys (slower) and 32768, 8 x 1 x 16384, and the sweep's 4096 keys."""
+    assert flash_attention_gluon_backward.pays(n, programs, d) == five
 
 
 @pytest.mark.parametrize("n, splits, ws", [(16384, 1, True), (2560, 1, True), (2048, 1, False), (4096, 2, False)])

@@ -1,15 +1,22 @@
 """The FlashAttention backward for Hopper (sm_90), in Gluon: one warp-specialized kernel of five
-products, whose dQ shares the TMA unit adds up in global memory.
+products, whose dQ shares the TMA unit adds up in global memory. Head sizes 64 and 128.
 
 Each program holds 128 keys fixed, K and V, 64 keys to each of two consumer warpgroups, and a loader
-warp streams the query tiles (Q, dO) by TMA, as the forward's ``_fwd_ws_kernel``. Per query tile,
-with keys along rows as in the portable kernel, a consumer computes S^T = K Q^T and dP^T = V dO^T,
-then P^T, dS^T = P^T (dP^T - Delta), dV += P^T dO and dK += dS^T Q, and writes dS^T to shared
-memory. The warpgroups take turns with the tile's dQ = dS K: one multiplies both warpgroups' dS^T
-by their K tiles, and has the sum added to an fp32 dQ in global memory by a TMA bulk reduction
-(``cp.reduce.async.bulk.tensor.add``), which runs while the consumers go on. Turns, rather than a
-share each summed in shared memory (variant 20), keep fp32 partial tiles out of shared memory: 32 KB
-of shared-memory traffic a step instead of 64 (notes/flash-hopper.md, variant 21).
+warp streams the query tiles (Q, dO) by TMA, as the forward's ``_fwd_ws_kernel``, with each tile's
+logsumexp and Delta. Per query tile, with keys along rows as in the portable kernel, a consumer
+computes S^T = K Q^T and dP^T = V dO^T, then P^T, dS^T = P^T (dP^T - Delta), dV += P^T dO and
+dK += dS^T Q, and writes dS^T to shared memory. The warpgroups take turns with the tile's dQ = dS K:
+one multiplies both warpgroups' dS^T by their K tiles, and has the sum added to an fp32 dQ in global
+memory by a TMA bulk reduction (``cp.reduce.async.bulk.tensor.add``), which runs while the consumers
+go on. Turns, rather than a share each summed in shared memory (variant 20), keep fp32 partial tiles
+out of shared memory: 32 KB of shared-memory traffic a step instead of 64 (notes/flash-hopper.md,
+variant 21).
+
+At d = 128 a consumer's dK and dV take 128 registers a thread of its 240, so the rest must be few
+(notes/flash-hopper.md, variant 23): K and V stay in shared memory, where wgmma reads them, instead
+of registers; dQ is computed and reduced 64 columns at a time; and the logsumexp and Delta of a
+query tile come through shared memory, staged by the loader, rather than as 16 registers each held
+across the step. That last change made the d = 64 backward 6% faster too.
 
 Why: the portable backward (``flash_attention``) is deterministic at the cost of seven products, two
 of them recomputed in a separate dQ kernel. FlashAttention-3 and cuDNN do five, adding dQ with
@@ -56,6 +63,7 @@ from lmperf.kernels.flash_attention_gluon import (
 from lmperf.kernels.triton_launcher import Launcher
 
 ROWS = 64  # keys of each consumer warpgroup, and queries of each streamed tile
+DQ_COLS = 64  # columns of dQ a product and a bulk reduction take at a time (at most)
 STAGES = gl.constexpr(2)  # ring slots of the streamed pair
 
 
@@ -72,9 +80,12 @@ def _reduce_add(tensor_desc, coord, src, _semantic=None):
 def _loader(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
     """The loader warp: the program's K and V (two tiles each, one per consumer) once, then Q and dO
     tile by tile into a ring of STAGES slots, a slot refilled once both consumers have released it.
-    (out, WG and IS_CAUSAL are unused: the partitions share one signature.)"""
+    With each tile go its queries' log2-scaled logsumexp and Delta, so that the consumers read them
+    from shared memory when they need them instead of holding them in registers: at d = 128 those
+    would spill. (WG and IS_CAUSAL are unused: the partitions share one signature.)"""
     k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
-    q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps = stream
+    q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps, row_smem = stream
+    L, Delta, N, bh = out[2], out[3], out[4], out[5]
     fixed_bar, ready, empty = bars
     FIXED_ROWS: gl.constexpr = k_desc.block_type.shape[0]
     STEP: gl.constexpr = q_desc.block_type.shape[0]
@@ -90,17 +101,22 @@ def _loader(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr)
         row = q_start + i * STEP
         tma.async_copy_global_to_shared(q_desc, [q_row + row, q_col], ready.index(slot), q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [do_row + row, do_col], ready.index(slot), do_smem.index(slot))
+        queries = bh * N + row + gl.arange(0, STEP, layout=gl.BlockedLayout([STEP // 32], [32], [1], [0]))
+        row_smem.index(2 * slot).store(gl.load(L + queries) * 1.4426950408889634)
+        row_smem.index(2 * slot + 1).store(gl.load(Delta + queries))
+        mbarrier.arrive(ready.index(slot), count=1)  # the second arrival: the rows are stored
 
 
 @gluon.jit
 def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
     """dK and dV of keys [k0 + 64 WG, k0 + 64 WG + 64), and every other query tile's dQ.
-    K and V sit in registers as the left operands of S^T = K Q^T and dP^T = V dO^T; P^T and dS^T
+    K and V are the left operands of S^T = K Q^T and dP^T = V dO^T (in registers at d = 64, in
+    shared memory at 128); P^T and dS^T
     feed dV and dK from registers, and dS^T goes through shared memory to dQ = dS K, which the
     warpgroup whose turn it is computes over both warpgroups' keys. ds_smem holds a dS^T tile per
     (turn, warpgroup); ds_ready says the other warpgroup's is written, ds_free that it was read."""
     k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
-    q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps = stream
+    q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps, row_smem = stream
     fixed_bar, ready, empty = bars
     dK, dV, L, Delta, N, bh, stride_dk, stride_dv, scale, scale_log2, dq_desc, ds_smem, dq_smem, ds_ready, ds_free = out
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]  # keys of this warpgroup
@@ -110,6 +126,8 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
     dtype: gl.constexpr = q_desc.dtype
     st_layout: gl.constexpr = mma_layout(BLOCK_M)
     acc_layout: gl.constexpr = mma_layout(D)
+    DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
+    dq_layout: gl.constexpr = mma_layout(DQ_COLS)
     kv_layout: gl.constexpr = left_operand(st_layout)
     pt_layout: gl.constexpr = left_operand(acc_layout)
     col: gl.constexpr = gl.SliceLayout(0, st_layout)
@@ -119,27 +137,29 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
     # causal: the first steps' queries cross the diagonal of the program's 2 x BLOCK_N keys
     n_masked: gl.constexpr = 2 * BLOCK_N // BLOCK_M if IS_CAUSAL else 0
     mbarrier.wait(fixed_bar, 0)
-    k = k_smem.index(WG).load(kv_layout)
-    v = v_smem.index(WG).load(kv_layout)
+    if D <= 64:  # K and V as register operands; at d = 128 registers hold dK, dV and dQ instead
+        k = k_smem.index(WG).load(kv_layout)
+        v = v_smem.index(WG).load(kv_layout)
+    else:
+        k = k_smem.index(WG)
+        v = v_smem.index(WG)
 
     zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
-    zero_acc = gl.zeros([BLOCK_M, D], gl.float32, acc_layout)
     dk = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
     dv = gl.zeros([BLOCK_N, D], gl.float32, acc_layout)
     for i in range(n_steps):
         slot = i % N_STAGES
         turn = i % 2  # the warpgroup that computes this step's dQ tile, over both warpgroups' keys
         q0 = q_start + i * BLOCK_M
-        queries = q0 + gl.arange(0, BLOCK_M, layout=col)
-        lse2 = gl.load(L + bh * N + queries) * 1.4426950408889634
-        delta = gl.load(Delta + bh * N + queries)
         mbarrier.wait(ready.index(slot), (i // N_STAGES) & 1)
         st = warpgroup_mma(k, q_smem.index(slot).permute((1, 0)), zero_st, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v, do_smem.index(slot).permute((1, 0)), zero_st, use_acc=False, is_async=True)
         st = warpgroup_mma_wait(1, deps=(st,))  # S^T is done; dP^T may still run
-        pt = gl.exp2(st * scale_log2 - lse2[None, :])
+        pt = gl.exp2(st * scale_log2 - row_smem.index(2 * slot).load(col)[None, :])
         if i < n_masked:
+            queries = q0 + gl.arange(0, BLOCK_M, layout=col)
             pt = gl.where(queries[None, :] >= keys[:, None], pt, 0.0)
+        delta = row_smem.index(2 * slot + 1).load(col)
         dpt = warpgroup_mma_wait(0, deps=(dpt,))
         pt_op = gl.convert_layout(pt.to(dtype), pt_layout)
         dst_op = gl.convert_layout((pt * (dpt - delta[None, :])).to(dtype), pt_layout)
@@ -151,19 +171,28 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
             mbarrier.arrive(ds_ready.index(turn), count=1)
         dv = warpgroup_mma(pt_op, do_smem.index(slot), dv, is_async=True)
         dk = warpgroup_mma(dst_op, q_smem.index(slot), dk, is_async=True)
+        if D > 64:  # registers hold dK, dV and then dQ, no longer P^T and dS^T
+            dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
         if turn == WG:  # dQ = dS K over the program's 128 keys, then added to global dQ by the TMA unit
             mbarrier.wait(ds_ready.index(turn), (i // 2) & 1)
-            dq = zero_acc
-            for w in gl.static_range(2):  # each warpgroup's keys: its dS^T tile, its K tile
-                dst_w = ds_smem.index(2 * turn + w)
-                dq = warpgroup_mma(dst_w.permute((1, 0)), k_smem.index(w), dq, use_acc=w > 0, is_async=True)
-            dq = warpgroup_mma_wait(0, deps=(dq,))
-            mbarrier.arrive(ds_free.index(turn), count=1)
-            tma.store_wait(0)  # this warpgroup's reduction two steps back has read its stage
-            dq_smem.index(WG).store(dq * scale)
-            fence_async_shared()
-            _reduce_add(dq_desc, [bh * N + q0, 0], dq_smem.index(WG))
-        dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
+            for h in gl.static_range(D // DQ_COLS):  # dQ's columns a part at a time: fewer registers
+                dq = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout)
+                for w in gl.static_range(2):  # each warpgroup's keys: its dS^T tile, its K tile
+                    k_w = k_smem.index(w)
+                    if DQ_COLS < D:
+                        k_w = k_w.slice(h * DQ_COLS, DQ_COLS, dim=1)
+                    dst_w = ds_smem.index(2 * turn + w)
+                    dq = warpgroup_mma(dst_w.permute((1, 0)), k_w, dq, use_acc=w > 0, is_async=True)
+                dq = warpgroup_mma_wait(0, deps=(dq,))
+                if h == D // DQ_COLS - 1:  # both dS^T tiles read
+                    mbarrier.arrive(ds_free.index(turn), count=1)
+                if h == 0:
+                    tma.store_wait(0)  # this warpgroup's reductions two steps back have read its stages
+                dq_smem.index(WG * (D // DQ_COLS) + h).store(dq * scale)
+                fence_async_shared()
+                _reduce_add(dq_desc, [bh * N + q0, h * DQ_COLS], dq_smem.index(WG * (D // DQ_COLS) + h))
+        if D <= 64:
+            dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
         mbarrier.arrive(empty.index(slot), count=1)
 
     rows = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
@@ -219,7 +248,9 @@ def _bwd_kernel(
     q_smem = gl.allocate_shared_memory(dtype, [STAGES] + q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES] + do_desc.block_type.shape, do_desc.layout)
     ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], q_desc.layout)  # [turn, WG]
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, D], dq_desc.layout)
+    dq_parts: gl.constexpr = 2 * D // dq_desc.block_type.shape[1]  # [WG, part of dQ's columns]
+    dq_smem = gl.allocate_shared_memory(gl.float32, [dq_parts] + dq_desc.block_type.shape, dq_desc.layout)
+    row_smem = gl.allocate_shared_memory(gl.float32, [2 * STAGES, BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     fixed_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -230,11 +261,11 @@ def _bwd_kernel(
         mbarrier.init(ds_ready.index(i), count=1)
         mbarrier.init(ds_free.index(i), count=1)
     for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(ready.index(i), count=2)  # the TMA's bytes, and the loader's rows
         mbarrier.init(empty.index(i), count=2)  # released by both consumer warpgroups
 
     fixed = (k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0)
-    stream = (q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps)
+    stream = (q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps, row_smem)
     bars = (fixed_bar, ready, empty)
     out = (dK, dV, L, Delta, N, bh, stride_dkn, stride_dvn, scale, scale_log2,
            dq_desc, ds_smem, dq_smem, ds_ready, ds_free)  # fmt: skip
@@ -253,15 +284,15 @@ def unsupported(
     Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dO: torch.Tensor, capability: tuple[int, int] | None = None
 ) -> str:
     """Why this backward does not take these (batch, heads, n, d) inputs ('' if it does) on a GPU of
-    this compute capability (by default Q's GPU's): the Gluon forward's conditions, d = 64, a size
+    this compute capability (by default Q's GPU's): the Gluon forward's conditions, d = 64 or 128, a size
     where it pays (``pays``), a dO one descriptor addresses, and no demand for deterministic
     algorithms."""
     why = flash_attention_gluon.unsupported(Q, K, V, capability)
     batch, heads, n, d = Q.shape
     programs = n // (2 * ROWS) * batch * heads
-    if not why and d != 64:
-        why = f"head size {d}: 64 only"
-    if not why and not pays(n, programs):
+    if not why and d not in (64, 128):
+        why = f"head size {d}: 64 and 128 only"
+    if not why and not pays(n, programs, d):
         why = f"{n} keys in {programs} programs: the portable kernels are faster there"
     if not why and not flash_attention_gluon._addressable(dO):
         why = "a dO layout that one 2-D TMA descriptor cannot address"
@@ -270,19 +301,24 @@ def unsupported(
     return why
 
 
-MIN_KEYS = 4096
-MIN_PROGRAMS = 128  # about one a SM of an H100 (132)
+MIN_KEYS = {64: 4096, 128: 2048}  # by head size
+MIN_PROGRAMS = {64: 128, 128: 256}  # 128: about one a SM of an H100 (132)
 
 
-def pays(n: int, programs: int) -> bool:
-    """Whether rows of n keys, in a grid of this many programs (128 keys each), are faster here than
-    in the portable kernels. Measured on an H100 after variant 21 (notes/flash-hopper.md; forward +
-    backward, replayed graphs): 6-12% faster from 4096 keys where the grid has 128 programs or more
-    (1 x 4 x 4096, 4 x 16 x 4096, 1 x 2 x 8192, 1 x 1 x 16384); 7% slower at 1 x 1 x 8192, whose
-    64 programs leave half the SMs idle where the portable kernels' smaller tiles do not; 3-8%
-    slower at 2048 keys and below (4 x 16 x 2048, the model's 4 x 20 x 1024), where each program
-    walks few query tiles."""
-    return n >= MIN_KEYS and programs >= MIN_PROGRAMS
+def pays(n: int, programs: int, d: int) -> bool:
+    """Whether rows of n keys of head size d, in a grid of this many programs (128 keys each), are
+    faster here than in the portable kernels. Forward + backward, replayed graphs:
+
+    - d = 64, on an H100 after variant 21 (notes/flash-hopper.md): 6-12% faster from 4096 keys where
+      the grid has 128 programs or more (1 x 4 x 4096, 4 x 16 x 4096, 1 x 2 x 8192, 1 x 1 x 16384);
+      7% slower at 1 x 1 x 8192, whose 64 programs leave half the SMs idle where the portable
+      kernels' smaller tiles do not; 3-8% slower at 2048 keys and below (4 x 16 x 2048, the model's
+      4 x 20 x 1024), where each program walks few query tiles.
+    - d = 128, on an H200 (notes/flash_hopper/ab_d128.py): 8-28% faster from 2048 keys in 256
+      programs or more (4 x 16 x 2048, 4 x 16 x 4096, 8 x 1 x 16384, 1 x 1 x 32768 and 65536);
+      3% slower at 4 x 16 x 1024, 17-20% slower at batch 1 up to 16384 keys (at most 128 programs).
+    """
+    return n >= MIN_KEYS[d] and programs >= MIN_PROGRAMS[d]
 
 
 def backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
@@ -308,8 +344,9 @@ class Backward:
         self.delta = Launcher(_delta_kernel, (n // ROWS, batch * heads), D=d, BLOCK=ROWS)
         self.delta_place = (n, heads, *O.stride()[:3], *dO.stride()[:3])
         self.dq_shape = (batch * heads * n, d)
+        box = (ROWS, min(d, DQ_COLS))
         self.dq_desc = TensorDescriptor(
-            L.new_empty(self.dq_shape), list(self.dq_shape), [d, 1], [ROWS, d], _shared_layout((ROWS, d), gl.float32)
+            L.new_empty(self.dq_shape), list(self.dq_shape), [d, 1], list(box), _shared_layout(box, gl.float32)
         )
         self.dq_desc.base = None
         templates = [_template(x, ROWS) for x in (Q, K, V, dO)]
@@ -340,7 +377,8 @@ def compile_for_sm90(is_causal: bool, d: int = 64):
     scalars = {"dK": "*bf16", "dV": "*bf16", "L": "*fp32", "Delta": "*fp32", "scale": "fp32", "scale_log2": "fp32"}
     for arg in fn.arg_names:
         if arg == "dq_desc":
-            signature[arg] = f"tensordesc<fp32[{ROWS}, {d}],{_shared_layout((ROWS, d), gl.float32)!r}>"
+            box = (ROWS, min(d, DQ_COLS))
+            signature[arg] = f"tensordesc<fp32[{box[0]}, {box[1]}],{_shared_layout(box, gl.float32)!r}>"
         elif arg.endswith("_desc"):
             signature[arg] = f"tensordesc<bf16[{ROWS}, {d}],{_shared_layout((ROWS, d), gl.bfloat16)!r}>"
         else:
