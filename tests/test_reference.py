@@ -1386,3 +1386,43 @@ def test_ddp_ranks_slice_is_one_commit_rendered_from_its_rows():
     four = best.loc[4]
     ratio = f"{four['vs_anchor']:.3f} [{four['vs_anchor_ci95_low']:.3f}, {four['vs_anchor_ci95_high']:.3f}]"
     assert f"its ratio, {ratio}, is not resolved" in readme
+
+
+FA4 = REFERENCE.parent / "flash-fa4"
+
+
+def test_flash_fa4_slice_is_one_commit_and_says_what_its_rows_show():
+    """Leaderboard and sweeps with FlashAttention-4 at the commit where the five-product backward takes
+    d = 128, re-rendered from its CSVs, and a second run of the same targets: the README's leaderboard
+    ratios are the paired CIs of the rounds, ours is at most cuDNN's replayed fwd+bwd at d = 128 from
+    seq 4096 on in both runs, and FlashAttention-4 leads ours at the longest rows."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+    from lmperf.report import flash_section
+
+    leaderboard, sweep = render.read(FA4 / "leaderboard.csv"), render.read(FA4 / "flash_sweep.csv")
+    second = pd.concat([render.read(FA4 / f"second-run/{name}.csv") for name in ("bf16-d64", "bf16-d128")])
+    second_leaderboard = render.read(FA4 / "second-run/leaderboard.csv")
+    for rows in (leaderboard, sweep, second, second_leaderboard):
+        assert set(rows["commit"]) == {"e3ea50228337"} and set(rows["device_name"]) == {"NVIDIA H200"}
+    assert set(sweep.loc[sweep["status"] == "ok", "implementation"]) == {
+        "ours_triton",
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "fa4",
+    }
+    assert "fa4" not in set(second["implementation"])  # the first run's sweeps did not list it
+    assert set(second_leaderboard.loc[second_leaderboard["status"] == "skipped", "implementation"]) == {"fa4"}
+    assert_rendered(FA4, flash_section.render(leaderboard, sweep))
+    readme = readme_of(FA4)
+    assert_cudnn_targets(leaderboard, readme, fwd_bwd_met=True)
+    by = leaderboard.set_index(["implementation", "pass"])
+    ratio, low, high = ratio_ci(
+        *(split_ms(by.loc[(impl, "forward_backward"), "round_ms"]) for impl in ("fa4", "ours_triton"))
+    )
+    assert high < 1 and f"{ratio:.3f}× its speed (CI {low:.3f}–{high:.3f})" in readme
+    for rows in (sweep, second):
+        graphed = graphed_from_4096(rows).loc[128].loc["forward_backward"]
+        assert (graphed["ours_triton"] <= graphed["sdpa_cudnn"]).all() and len(graphed) == 5
+    longest = graphed_from_4096(sweep).xs(("forward_backward", 65536), level=("pass", "seq"))
+    assert (longest["fa4"] < longest["ours_triton"]).all()
+    assert f"{longest.loc[128, 'fa4']:.3f} against {longest.loc[128, 'ours_triton']:.3f} (d = 128)" in readme

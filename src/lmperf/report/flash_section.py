@@ -124,7 +124,7 @@ def leaderboard_words(frame: pd.DataFrame, rows: pd.DataFrame, first: pd.Series,
     skipped = frame[frame["status"] == "skipped"].drop_duplicates("implementation")
     not_run = [f"{row.implementation} did not run: {text(row.note)}." for row in skipped.itertuples()]
     rounds = (
-        f", shared by {int(first['rounds'])} rounds in which the three implementations take turns"
+        f", shared by {int(first['rounds'])} rounds in which the implementations that ran take turns"
         if "rounds" in rows
         else ""
     )
