@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lmperf.attention import attention_kernel, forget_kernels
-from lmperf.kernels import flash_attention
+from lmperf.kernels import flash_attention, flash_attention_gluon_backward
 from lmperf.kernels.flash_attention import backward_kernel, forward_kernel
 from lmperf.measure import Budget
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
@@ -37,7 +37,9 @@ def test_the_sm90_dispatch_names_gluon_where_it_takes_the_shape():
     assert backward_kernel(q, k, v, q, HOPPER) == "triton"  # 256 keys: the Triton kernels are faster there
     wide = model_layout(4, 16, 2048, 128)  # d = 128: from 2048 keys in 256 programs or more
     assert backward_kernel(*wide, wide[0], HOPPER) == "gluon"
-    assert backward_kernel(*model_layout(1, 1, 16384, 128), wide[0], HOPPER) == "triton"  # 128 programs
+    row = model_layout(1, 1, 16384, 128)  # 128 programs: the portable kernels are faster there
+    assert backward_kernel(*row, row[0], HOPPER) == "triton"
+    assert "16384 keys in 128 programs" in flash_attention_gluon_backward.unsupported(*row, row[0], HOPPER)
 
 
 def test_the_sm90_backward_is_triton_where_deterministic_algorithms_are_asked_for(monkeypatch):

@@ -5,6 +5,7 @@ shapes with 16 x 16 tiles so that many tiles, partial edge tiles and the causal 
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -139,6 +140,8 @@ def test_kernels_compile_for_h100_with_inductor_argument_types():
     assert proc.stdout.count("shared=") == 17
     assert proc.stdout.count("kernel=_fwd_ws_kernel") == 3  # the long rows, d = 64 and 128, causal and not
     assert proc.stdout.count("bulk_reduce=True") == 3  # the backward's dQ: d = 64 causal and not, d = 128
+    shared = [int(x) for x in re.findall(r"shared=(\d+)", proc.stdout)]
+    assert max(shared) <= 232448  # an H100's shared memory a block: a compile does not check it, a launch does
 
 
 @pytest.mark.parametrize(

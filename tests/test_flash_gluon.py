@@ -165,6 +165,11 @@ def test_the_five_product_backward_is_taken_where_it_was_measured_faster(n, prog
     assert flash_attention_gluon_backward.pays(n, programs, d) == five
 
 
+def test_the_size_rule_refuses_a_head_size_it_was_not_measured_at():
+    with pytest.raises(ValueError, match="head size 80"):
+        flash_attention_gluon_backward.pays(4096, 256, 80)
+
+
 @pytest.mark.parametrize("n, splits, ws", [(16384, 1, True), (2560, 1, True), (2048, 1, False), (4096, 2, False)])
 def test_long_unsplit_rows_take_the_warp_specialized_kernel(n, splits, ws):
     """Rows longer than SHORT take two consumer warpgroups a program (variant 18), unless their keys

@@ -8,7 +8,7 @@ rounds, microseconds):
 
 1. d = 128, forward + backward of our autograd function with the portable backward and with the
    Hopper one forced, beside SDPA's cuDNN backend, at the flash sweep's batch-1 rows, the
-   issue-sized 8 x 1 x 16384 and the model-like 4 x 16 rows; with the largest relative difference
+   long-row 8 x 1 x 16384 and the model-like 4 x 16 rows; with the largest relative difference
    of each gradient between the two backwards.
 2. d = 64, the backward alone: this tree's kernel against the module before the change (a copy of
    its file, BEFORE), at the leaderboard shape and 4 x 16 x 4096.

@@ -102,7 +102,7 @@ def _loader(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr)
         tma.async_copy_global_to_shared(q_desc, [q_row + row, q_col], ready.index(slot), q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [do_row + row, do_col], ready.index(slot), do_smem.index(slot))
         queries = bh * N + row + gl.arange(0, STEP, layout=gl.BlockedLayout([STEP // 32], [32], [1], [0]))
-        row_smem.index(2 * slot).store(gl.load(L + queries) * 1.4426950408889634)
+        row_smem.index(2 * slot).store(gl.load(L + queries) * 1.4426950408889634)  # log2(e)
         row_smem.index(2 * slot + 1).store(gl.load(Delta + queries))
         mbarrier.arrive(ready.index(slot), count=1)  # the second arrival: the rows are stored
 
@@ -111,10 +111,10 @@ def _loader(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr)
 def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexpr):
     """dK and dV of keys [k0 + 64 WG, k0 + 64 WG + 64), and every other query tile's dQ.
     K and V are the left operands of S^T = K Q^T and dP^T = V dO^T (in registers at d = 64, in
-    shared memory at 128); P^T and dS^T
-    feed dV and dK from registers, and dS^T goes through shared memory to dQ = dS K, which the
-    warpgroup whose turn it is computes over both warpgroups' keys. ds_smem holds a dS^T tile per
-    (turn, warpgroup); ds_ready says the other warpgroup's is written, ds_free that it was read."""
+    shared memory at 128); P^T and dS^T feed dV and dK from registers, and dS^T goes through shared
+    memory to dQ = dS K, which the warpgroup whose turn it is computes over both warpgroups' keys.
+    ds_smem holds a dS^T tile per (turn, warpgroup); ds_ready says the other warpgroup's is written,
+    ds_free that it was read."""
     k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0 = fixed
     q_desc, q_row, q_col, do_desc, do_row, do_col, q_smem, do_smem, q_start, n_steps, row_smem = stream
     fixed_bar, ready, empty = bars
@@ -261,7 +261,7 @@ def _bwd_kernel(
         mbarrier.init(ds_ready.index(i), count=1)
         mbarrier.init(ds_free.index(i), count=1)
     for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=2)  # the TMA's bytes, and the loader's rows
+        mbarrier.init(ready.index(i), count=2)  # the loader's expect (then the TMA's bytes), and its rows
         mbarrier.init(empty.index(i), count=2)  # released by both consumer warpgroups
 
     fixed = (k_desc, k_row, k_col, v_desc, v_row, v_col, k_smem, v_smem, k0)
@@ -302,7 +302,7 @@ def unsupported(
 
 
 MIN_KEYS = {64: 4096, 128: 2048}  # by head size
-MIN_PROGRAMS = {64: 128, 128: 256}  # 128: about one a SM of an H100 (132)
+MIN_PROGRAMS = {64: 128, 128: 256}  # d = 64: about one a SM of an H100 (132); d = 128: two (H200 A/B)
 
 
 def pays(n: int, programs: int, d: int) -> bool:
@@ -318,6 +318,8 @@ def pays(n: int, programs: int, d: int) -> bool:
       programs or more (4 x 16 x 2048, 4 x 16 x 4096, 8 x 1 x 16384, 1 x 1 x 32768 and 65536);
       3% slower at 4 x 16 x 1024, 17-20% slower at batch 1 up to 16384 keys (at most 128 programs).
     """
+    if d not in MIN_KEYS:
+        raise ValueError(f"head size {d}: the five-product backward takes {sorted(MIN_KEYS)}")
     return n >= MIN_KEYS[d] and programs >= MIN_PROGRAMS[d]
 
 

@@ -14,7 +14,7 @@ is not graphed: its input graph is built outside the capture.
 The leaderboard shape of CS336 Assignment 2: q, k, v = randn(3, 16, 16384, 64), bf16, causal;
 ``torch.compile(FlashAttentionTriton.apply)``; ``o.sum().backward()``; do_bench(rep=10000,
 warmup=1000); the same for torch SDPA pinned to its flash and cuDNN backends, in the same process.
-There the three take turns in ``rounds`` interleaved rounds that share the warm-up and repetition
+There the implementations take turns in ``rounds`` interleaved rounds that share the warm-up and repetition
 time: each row has the median of its round medians with a bootstrap CI, and the rounds
 (``round_ms``), so that the report can pair two implementations round by round.
 FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
