@@ -188,6 +188,9 @@ def test_the_smoke_grid_runs_through_slurm(cluster, tmp_path):
     assert len(jobs) == len(measuring)  # each through sbatch; aggregation, figures, report stay local
     assert {j["JobState"] for j in jobs.values()} == {"COMPLETED"}
     assert all(j["NumTasks"] == "1" and "gpu" not in j.get("TresPerJob", "") for j in jobs.values())
+    # Slurm places the jobs, not the `device` count of the host that runs Snakemake: two were in flight at once
+    spans = sorted((j["StartTime"], j["EndTime"]) for j in jobs.values())
+    assert any(start < end for (_, end), (start, _) in zip(spans, spans[1:]))
     account = yaml.safe_load((ROOT / "profiles/slurm-cpu/config.yaml").read_text())["default-resources"][
         "slurm_account"
     ]
