@@ -127,6 +127,7 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
     st_layout: gl.constexpr = mma_layout(BLOCK_M)
     acc_layout: gl.constexpr = mma_layout(D)
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
+    DQ_PARTS: gl.constexpr = D // DQ_COLS  # a dQ tile's column parts, each its own product and reduction
     dq_layout: gl.constexpr = mma_layout(DQ_COLS)
     kv_layout: gl.constexpr = left_operand(st_layout)
     pt_layout: gl.constexpr = left_operand(acc_layout)
@@ -175,7 +176,7 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
             dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
         if turn == WG:  # dQ = dS K over the program's 128 keys, then added to global dQ by the TMA unit
             mbarrier.wait(ds_ready.index(turn), (i // 2) & 1)
-            for h in gl.static_range(D // DQ_COLS):  # dQ's columns a part at a time: fewer registers
+            for h in gl.static_range(DQ_PARTS):  # dQ's columns a part at a time: fewer registers
                 dq = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout)
                 for w in gl.static_range(2):  # each warpgroup's keys: its dS^T tile, its K tile
                     k_w = k_smem.index(w)
@@ -184,13 +185,13 @@ def _consumer(fixed, stream, bars, out, WG: gl.constexpr, IS_CAUSAL: gl.constexp
                     dst_w = ds_smem.index(2 * turn + w)
                     dq = warpgroup_mma(dst_w.permute((1, 0)), k_w, dq, use_acc=w > 0, is_async=True)
                 dq = warpgroup_mma_wait(0, deps=(dq,))
-                if h == D // DQ_COLS - 1:  # both dS^T tiles read
+                if h == DQ_PARTS - 1:  # both dS^T tiles read
                     mbarrier.arrive(ds_free.index(turn), count=1)
                 if h == 0:
                     tma.store_wait(0)  # this warpgroup's reductions two steps back have read its stages
-                dq_smem.index(WG * (D // DQ_COLS) + h).store(dq * scale)
+                dq_smem.index(WG * DQ_PARTS + h).store(dq * scale)
                 fence_async_shared()
-                _reduce_add(dq_desc, [bh * N + q0, h * DQ_COLS], dq_smem.index(WG * (D // DQ_COLS) + h))
+                _reduce_add(dq_desc, [bh * N + q0, h * DQ_COLS], dq_smem.index(WG * DQ_PARTS + h))
         if D <= 64:
             dv, dk, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv, dk, pt_op, dst_op))
         mbarrier.arrive(empty.index(slot), count=1)
@@ -290,8 +291,8 @@ def unsupported(
     why = flash_attention_gluon.unsupported(Q, K, V, capability)
     batch, heads, n, d = Q.shape
     programs = n // (2 * ROWS) * batch * heads
-    if not why and d not in (64, 128):
-        why = f"head size {d}: 64 and 128 only"
+    if not why and d not in MIN_KEYS:
+        why = f"head size {d}: {' and '.join(map(str, MIN_KEYS))} only"
     if not why and not pays(n, programs, d):
         why = f"{n} keys in {programs} programs: the portable kernels are faster there"
     if not why and not flash_attention_gluon._addressable(dO):
@@ -323,6 +324,11 @@ def pays(n: int, programs: int, d: int) -> bool:
     return n >= MIN_KEYS[d] and programs >= MIN_PROGRAMS[d]
 
 
+def _dq_box(d: int) -> tuple[int, int]:
+    """The fp32 dQ tile one bulk reduction adds: ROWS queries by at most DQ_COLS of d columns."""
+    return ROWS, min(d, DQ_COLS)
+
+
 def backward(Q, K, V, O, dO, L, dQ, dK, dV, is_causal: bool) -> None:
     """Write the gradients of attention of (batch, heads, n, d) Q, K, V into dQ, dK, dV (any strides)
     from its output O, logsumexp L (batch, heads, n, contiguous) and dO. Call only where
@@ -346,7 +352,7 @@ class Backward:
         self.delta = Launcher(_delta_kernel, (n // ROWS, batch * heads), D=d, BLOCK=ROWS)
         self.delta_place = (n, heads, *O.stride()[:3], *dO.stride()[:3])
         self.dq_shape = (batch * heads * n, d)
-        box = (ROWS, min(d, DQ_COLS))
+        box = _dq_box(d)
         self.dq_desc = TensorDescriptor(
             L.new_empty(self.dq_shape), list(self.dq_shape), [d, 1], list(box), _shared_layout(box, gl.float32)
         )
@@ -379,7 +385,7 @@ def compile_for_sm90(is_causal: bool, d: int = 64):
     scalars = {"dK": "*bf16", "dV": "*bf16", "L": "*fp32", "Delta": "*fp32", "scale": "fp32", "scale_log2": "fp32"}
     for arg in fn.arg_names:
         if arg == "dq_desc":
-            box = (ROWS, min(d, DQ_COLS))
+            box = _dq_box(d)
             signature[arg] = f"tensordesc<fp32[{box[0]}, {box[1]}],{_shared_layout(box, gl.float32)!r}>"
         elif arg.endswith("_desc"):
             signature[arg] = f"tensordesc<bf16[{ROWS}, {d}],{_shared_layout((ROWS, d), gl.bfloat16)!r}>"
