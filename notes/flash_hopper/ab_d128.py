@@ -24,10 +24,10 @@ import sys
 
 sys.path.insert(0, "notes/flash_hopper")
 import torch
-from common import leaderboard_backward_inputs, model_qkv, passes, rounds, sdpa
+from common import backward_forced, graphed_forward_backward, leaderboard_backward_inputs, model_qkv, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
-from lmperf.kernels import flash_attention, flash_attention_gluon, flash_attention_gluon_backward
+from lmperf.kernels import flash_attention_gluon, flash_attention_gluon_backward
 from lmperf.kernels.flash_attention import FlashAttentionTriton
 from lmperf.measure.timing import capture_graph
 
@@ -37,40 +37,22 @@ D128_SHAPES = [(1, 1, 2048), (1, 1, 4096), (1, 1, 8192), (1, 1, 16384), (1, 1, 3
 D128_SHAPES += [(8, 1, 16384), (4, 16, 1024), (4, 16, 2048), (4, 16, 4096)]
 
 
-def ours(hopper: bool):
-    def run(q, k, v):
-        return FlashAttentionTriton.apply(q, k, v, True)
-
-    run.hopper = hopper
-    return run
-
-
-def graphed(fn, q, k, v):
-    """fn's forward + backward as a replayed CUDA graph, its plan made under the size rule that
-    fn asks for (plans are kept per input signature, so each is made afresh)."""
-    flash_attention._PLANS.clear()
-    if hasattr(fn, "hopper"):
-        flash_attention_gluon_backward.pays = lambda n, programs, d: fn.hopper
-    fn(q, k, v).sum().backward()  # autotune and compile outside the capture
-    step = capture_graph(passes(fn, q, k, v)["forward_backward"], CUDA)
-    flash_attention_gluon_backward.pays = RULE
-    return step
+def ours(q, k, v):
+    return FlashAttentionTriton.apply(q, k, v, True)
 
 
 def head_128() -> None:
-    impls = {"portable": ours(False), "hopper": ours(True), "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    impls = {"portable": (ours, False), "hopper": (ours, True), "cudnn": (sdpa(SDPBackend.CUDNN_ATTENTION), None)}
     for batch, heads, seq in D128_SHAPES:
         q, k, v = model_qkv(batch, heads, seq, 128)
         grads = {}
         for name in ("portable", "hopper"):
             q.grad = k.grad = v.grad = None
-            flash_attention._PLANS.clear()
-            flash_attention_gluon_backward.pays = lambda n, programs, d, h=name == "hopper": h
-            FlashAttentionTriton.apply(q, k, v, True).backward(torch.ones(q.shape, device=CUDA, dtype=q.dtype))
+            with backward_forced(name == "hopper"):
+                ours(q, k, v).backward(torch.ones(q.shape, device=CUDA, dtype=q.dtype))
             grads[name] = [t.grad.float() for t in (q, k, v)]
-        flash_attention_gluon_backward.pays = RULE
         diff = max(((a - b).norm() / b.norm()).item() for a, b in zip(grads["hopper"], grads["portable"]))
-        steps = {name: graphed(fn, q, k, v) for name, fn in impls.items()}
+        steps = {name: graphed_forward_backward(fn, q, k, v, hopper) for name, (fn, hopper) in impls.items()}
         us = {name: statistics.median(xs) * 1e3 for name, xs in rounds(steps).items()}
         print(
             f"d128 {batch}x{heads}x{seq} fwd+bwd us: "

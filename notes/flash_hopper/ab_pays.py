@@ -15,25 +15,21 @@ import sys
 
 sys.path.insert(0, "notes/flash_hopper")
 import torch
-from common import model_qkv, passes, rounds, sdpa
+from common import graphed_forward_backward, model_qkv, rounds, sdpa
 from torch.nn.attention import SDPBackend
 
 from lmperf.kernels import flash_attention_gluon_backward
 from lmperf.kernels.flash_attention import FlashAttentionTriton
-from lmperf.measure.timing import capture_graph
 
 RULE = flash_attention_gluon_backward.pays
 
 
-def ours(hopper: bool):
-    def run(q, k, v):
-        flash_attention_gluon_backward.pays = lambda n, programs, d: hopper
-        return FlashAttentionTriton.apply(q, k, v, True)
-
-    return run
+def ours(q, k, v):
+    return FlashAttentionTriton.apply(q, k, v, True)
 
 
-IMPLEMENTATIONS = {"portable": ours(False), "hopper": ours(True), "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+# name -> (attention, the backward ours is forced to: True Hopper, False portable, None not ours)
+IMPLEMENTATIONS = {"portable": (ours, False), "hopper": (ours, True), "cudnn": (sdpa(SDPBackend.CUDNN_ATTENTION), None)}
 
 
 def main() -> None:
@@ -51,10 +47,7 @@ def main() -> None:
     print(torch.cuda.get_device_name())
     for batch, heads, seq in SHAPES:
         q, k, v = model_qkv(batch, heads, seq, 64)
-        steps = {}
-        for name, fn in IMPLEMENTATIONS.items():
-            fn(q, k, v).sum().backward()  # autotune and compile outside the capture
-            steps[name] = capture_graph(passes(fn, q, k, v)["forward_backward"], torch.device("cuda"))
+        steps = {name: graphed_forward_backward(fn, q, k, v, hopper) for name, (fn, hopper) in IMPLEMENTATIONS.items()}
         times = {name: statistics.median(xs) * 1e3 for name, xs in rounds(steps).items()}
         rule = RULE(seq, seq // 128 * batch * heads, 64)
         print(
@@ -63,7 +56,6 @@ def main() -> None:
             + f"; hopper/portable {times['hopper'] / times['portable']:.3f}; rule says hopper: {rule}",
             flush=True,
         )
-    flash_attention_gluon_backward.pays = RULE
 
 
 if __name__ == "__main__":

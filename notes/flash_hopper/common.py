@@ -1,13 +1,14 @@
 """What the variant benchmarks share: SDPA pinned to one backend, the passes they time and the
-interleaved rounds they time them in, the allocator that device-side tensor descriptors
-(tl.make_tensor_descriptor) need for their scratch, the inputs they time, and kernel modules made
-from edited source.
+interleaved rounds they time them in, our backward forced to one kind and graphed, the allocator
+that device-side tensor descriptors (tl.make_tensor_descriptor) need for their scratch, the inputs
+they time, and kernel modules made from edited source.
 
 Ran at: with the scripts that import it; each of them names its commit.
 """
 
 import importlib.util
 import tempfile
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -80,6 +81,34 @@ def leaderboard_backward_inputs():
     o, L = torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
     flash_attention_gluon.forward(q, k, v, o, L, True)
     return q, k, v, o, L, torch.randn_like(o)
+
+
+@contextmanager
+def backward_forced(hopper: bool):
+    """Our FlashAttention with the five-product Hopper backward forced on (True) or off (False) for
+    the plans made inside: plans are kept per input signature and read the size rule once, so they
+    are made afresh here and dropped after. Capture a step inside to keep the kernels it chose."""
+    from lmperf.kernels import flash_attention, flash_attention_gluon_backward
+
+    rule = flash_attention_gluon_backward.pays
+    flash_attention._PLANS.clear()
+    flash_attention_gluon_backward.pays = lambda n, programs, d: hopper
+    try:
+        yield
+    finally:
+        flash_attention_gluon_backward.pays = rule
+        flash_attention._PLANS.clear()
+
+
+def graphed_forward_backward(attend, q, k, v, hopper: bool | None = None):
+    """attend's forward + backward captured as a CUDA graph (its replay), after one call outside the
+    capture to autotune and compile; ours with its backward forced to the kind hopper names (None:
+    as it is, or not ours)."""
+    from lmperf.measure.timing import capture_graph
+
+    with backward_forced(hopper) if hopper is not None else nullcontext():
+        attend(q, k, v).sum().backward()
+        return capture_graph(passes(attend, q, k, v)["forward_backward"], torch.device("cuda"))
 
 
 def kernel_module(source: str, name: str, *replacements):
