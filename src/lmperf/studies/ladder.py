@@ -166,6 +166,13 @@ def share_state(source: torch.optim.Optimizer, target: torch.optim.Optimizer) ->
                 target.state[q] = s if q is p else {**s, "master": p.detach()}
 
 
+def host_copy(state: dict[str, torch.Tensor], pinned: bool) -> dict[str, torch.Tensor]:
+    """A copy of ``state`` in host memory, page-locked if ``pinned``: every timed block starts by copying
+    it back, and at 2.7B that is 13.6 GB, which pageable memory takes a few times longer to send
+    (notes/ladder-power.md, "Resetting from pinned memory")."""
+    return {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=pinned).copy_(v) for k, v in state.items()}
+
+
 def device_rates(device: torch.device) -> dict:
     """HBM bandwidth (a 1 GiB copy, read + write) and the bf16 matmul peak (8192³), measured here."""
     if device.type != "cuda":
@@ -195,7 +202,7 @@ class Ladder:
         self.device, self.rungs = device, {r.name: r for r in rungs}
         self.model = build_model(size, context_length, device)
         self.lr = check_lr(self.model.cfg.d_model)
-        self.initial = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        self.initial = host_copy(self.model.state_dict(), pinned=device.type == "cuda")
         compile_blocks(self.model)
         self.whole = torch.compile(self.model, dynamic=False)
         self.fused_norms = FusedNormsLM(self.model)
@@ -280,7 +287,7 @@ class Ladder:
         self.use_weights("fp32")
         with torch.no_grad():
             for key, value in self.model.state_dict().items():
-                value.copy_(self.initial[key])
+                value.copy_(self.initial[key], non_blocking=True)  # pinned and never written: safe to overlap
             for fp32, bf16 in zip(*self.weights.values()) if "bf16" in self.weights else ():
                 bf16.copy_(fp32)
         self.empty_state()
