@@ -12,6 +12,8 @@ Runs ``python -m lmperf.studies.ddp train ...`` unchanged, under one of these le
 NCCL's channel count (how many SMs an all-reduce takes) needs no code here: set
 ``NCCL_MAX_NCHANNELS`` (and ``NCCL_MAX_CTAS``, its newer name) in the environment.
 
+Ran at: cf503a166729 (2 × NVIDIA H200), output: logs/2026-11-28-ddp-levers-cf503a1-h200x2.csv.gz
+
     python -m torch.distributed.run --standalone --nproc_per_node=2 notes/ddp_levers.py no-comm \\
         train --device cuda --size xl --global-batch 16 --variants local,individual --out no-comm.csv
 """

@@ -3,7 +3,9 @@
 Every timed block, capture and loss check of a ladder point starts with ``Ladder.reset``: the whole
 fp32 state dict copied back from the host (13.6 GB at 2.7B). This builds one ``Ladder`` at a size and
 times its reset from each copy in turns (synchronized wall clock), and the one-off cost of pinning.
-For notes/ladder-power.md.
+For notes/one-allocation.md.
+
+Ran at: c7ba3ad9e3a7 (NVIDIA H200), output: logs/2026-11-28-ladder-reset-c7ba3ad-h200.csv
 
     python notes/ladder_reset.py --size 2.7B --rounds 5 --out reset.csv
 """

@@ -562,3 +562,19 @@ def test_a_rung_list_runs_in_ladder_order_and_an_unknown_rung_is_named():
         study.main(["--size", "nano", "--context-length", "16", "--rungs", "fused_loss,fast", "--out", "x.csv"])
     with pytest.raises(argparse.ArgumentTypeError, match="unknown rung fast"):
         study.rung_list("fused_loss,fast")
+
+
+def test_reset_brings_back_the_initial_weights_from_a_host_copy_of_its_own():
+    """Every timed block starts from the weights the model was built with: the host copy they come back
+    from is the ladder's own (no storage shared with the model), so a step that changes the weights in
+    place cannot change it."""
+    ladder = Ladder("nano", 32, 2, torch.device("cpu"), rungs=(RUNGS[0],))
+    built = {k: v.clone() for k, v in ladder.model.state_dict().items()}
+    shared = {v.untyped_storage().data_ptr() for v in ladder.model.state_dict().values()}
+    assert all(v.device.type == "cpu" and v.untyped_storage().data_ptr() not in shared for v in ladder.initial.values())
+    with torch.no_grad():
+        for p in ladder.model.parameters():
+            p.add_(1.0)
+    ladder.reset()
+    for key, value in ladder.model.state_dict().items():
+        assert torch.equal(value, built[key]), key
