@@ -10,7 +10,8 @@ Runs ``python -m lmperf.studies.ddp train ...`` unchanged, under one of these le
   (``ProcessGroupNCCL.Options(is_high_priority_stream=True)``), torch DDP's included.
 
 NCCL's channel count (how many SMs an all-reduce takes) needs no code here: set
-``NCCL_MAX_NCHANNELS`` (and ``NCCL_MAX_CTAS``, its newer name) in the environment.
+``NCCL_MAX_NCHANNELS`` in the environment (and ``NCCL_MAX_CTAS``, the cap on NCCL's CTAs that newer
+versions also read). That the cap took hold shows in flat's all-reduce, which slows with it.
 
 Ran at: cf503a166729 (2 × NVIDIA H200), output: logs/2026-11-28-ddp-levers-cf503a1-h200x2.csv.gz
 
