@@ -86,3 +86,41 @@ def test_embedded_figures_have_data(report):
     for empty in ("e2e_host_overhead", "e2e_time_vs_size", "e2e_backward_ratio", "ddp_timeline", "flash_tflops"):
         assert empty not in embedded
     assert "not drawn, a kernel timeline needs CUDA" in report
+
+
+# The handout's deliverables that ask for numbers (CS336 Assignment 2, spring 2025), in its order.
+DELIVERABLES = [
+    "benchmarking_script",
+    "nsys_profile",
+    "mixed_precision_accumulation",
+    "benchmarking_mixed_precision",
+    "memory_profiling",
+    "pytorch_attention",
+    "torch_compile",
+    "flash_benchmarking",
+    "distributed_communication_single_node",
+    "naive_ddp_benchmarking",
+    "minimal_ddp_flat_benchmarking",
+    "ddp_overlap_individual_parameters_benchmarking",
+    "ddp_bucketed_benchmarking",
+    "communication_accounting",
+    "optimizer_state_sharding_accounting",
+]
+
+
+def test_the_index_links_every_handout_question_to_a_heading_of_the_report(report):
+    start = report.index("## Where each question is answered")
+    index = report[start : report.index("\n## ", start + 1)]
+    rows = [line for line in index.splitlines() if line.startswith("| `")]
+    assert [re.match(r"\| `(\w+)`", row)[1] for row in rows] == DELIVERABLES
+    headings = {render.anchor(h) for h in re.findall(r"^#+ (.+)$", report, flags=re.MULTILINE)}
+    links = re.findall(r"\]\((#[^)]+)\)", index)
+    assert links and set(links) <= headings
+    assert "not in this run" not in index  # the smoke run renders every section
+
+
+def test_the_index_says_where_a_section_is_not_in_the_run():
+    rows = render.index("## Memory\n\nsome text\n")
+    memory = next(row for row in rows if row.startswith("| `memory_profiling`"))
+    profile = next(row for row in rows if row.startswith("| `nsys_profile`"))
+    assert memory.endswith("[Memory](#memory) |") and profile.endswith("not in this run |")

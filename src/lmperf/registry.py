@@ -502,6 +502,82 @@ STUDIES = {
 }
 
 
+# The handout's deliverables that ask for measured numbers, in its order, then what lmperf measures
+# beyond it: (name, what it asks, the report's "## " headings that answer it). The report opens with
+# this as its index (lmperf.report.render.index); tests check that every heading named is one the
+# report renders.
+HANDOUT = (
+    (
+        "benchmarking_script",
+        "forward and backward time per model size, with and without warm-up",
+        ("End-to-end benchmarking",),
+    ),
+    ("nsys_profile", "(a)-(e): where a step's time goes, kernel by kernel and inside attention", ("Profiling",)),
+    (
+        "mixed_precision_accumulation",
+        "adding 0.01 a thousand times in float32, float16 and mixed",
+        ("Mixed precision",),
+    ),
+    (
+        "benchmarking_mixed_precision",
+        "the dtypes autocast gives, normalization under it, and bf16 step times",
+        ("Mixed precision", "End-to-end benchmarking"),
+    ),
+    ("memory_profiling", "peak memory of the 2.7B model's forward and train step, fp32 and bf16", ("Memory",)),
+    (
+        "pytorch_attention",
+        "naive attention's time and memory by head size and sequence length",
+        ("Attention at scale",),
+    ),
+    (
+        "torch_compile",
+        "compiled attention, and the compiled model, against eager",
+        ("Attention at scale", "End-to-end benchmarking"),
+    ),
+    ("flash_benchmarking", "our FlashAttention against PyTorch's attention, forward and backward", ("FlashAttention",)),
+    ("distributed_communication_single_node", "all-reduce time by data size, ranks and backend", ("Communication",)),
+    (
+        "naive_ddp_benchmarking",
+        "one all-reduce per parameter after backward: step and communication time",
+        ("Data parallel training",),
+    ),
+    (
+        "minimal_ddp_flat_benchmarking",
+        "one flat all-reduce of every gradient, against the naive one",
+        ("Data parallel training",),
+    ),
+    (
+        "ddp_overlap_individual_parameters_benchmarking",
+        "per-parameter all-reduces overlapped with backward",
+        ("Data parallel training",),
+    ),
+    (
+        "ddp_bucketed_benchmarking",
+        "buckets of 1 to 1000 MB, and a model of the best bucket size",
+        ("Data parallel training",),
+    ),
+    (
+        "communication_accounting",
+        "memory and communication of the XXL model, sharded, computed",
+        ("Communication accounting (XXL, computed)",),
+    ),
+    (
+        "optimizer_state_sharding_accounting",
+        "memory and step time with AdamW's state sharded",
+        ("Optimizer state sharding",),
+    ),
+)
+BEYOND_HANDOUT = (
+    ("batch size", "where the host stops setting the step time", ("Where does the host stop mattering?",)),
+    (
+        "the ladder",
+        "one technique at a time, from the handout's step to the fastest we have",
+        ("How fast can it train?",),
+    ),
+    ("this run", "what the run cost, job by job and study by study", ("Cost of this run",)),
+)
+
+
 def sections() -> list[Study]:
     """The studies with a report section, in the report's order."""
     return [study for study in STUDIES.values() if study.section]

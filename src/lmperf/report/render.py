@@ -2,13 +2,14 @@
 
 import argparse
 import importlib
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from lmperf.log import to_stderr
 from lmperf.measure.rows import atomic_path
-from lmperf.registry import STUDIES, sections
+from lmperf.registry import BEYOND_HANDOUT, HANDOUT, STUDIES, sections
 from lmperf.report import cost, summary
 from lmperf.report.markdown import num
 
@@ -107,6 +108,35 @@ def header(frames: dict[str, pd.DataFrame], grid: str, missing) -> list[str]:
     ]
 
 
+def anchor(heading: str) -> str:
+    """The link to a heading as GitHub renders Markdown: lower case, punctuation dropped, spaces as hyphens."""
+    return "#" + re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def index(body: str) -> list[str]:
+    """Where each of the handout's questions, and each study beyond it, is answered in ``body`` (the
+    report's sections): a link to each heading that answers it, or "not in this run" where the body
+    has no such heading (a study the grid left out)."""
+    rendered = set(re.findall(r"^## (.+)$", body, flags=re.MULTILINE))
+
+    def where(headings):
+        found = [f"[{h}]({anchor(h)})" for h in headings if h in rendered]
+        return ", ".join(found) or "not in this run"
+
+    rows = [f"| `{name}` | {asks} | {where(headings)} |" for name, asks, headings in HANDOUT]
+    rows += [f"| {name} (beyond the handout) | {asks} | {where(headings)} |" for name, asks, headings in BEYOND_HANDOUT]
+    return [
+        "## Where each question is answered",
+        "",
+        "The handout's deliverables that ask for numbers, in its order, then what this report measures beyond it.",
+        "",
+        "| deliverable | what it asks | answered in |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def section(study, frames: dict[str, pd.DataFrame]) -> str:
     """A study's report section: its module's render() of the results it declares it reads."""
     module = importlib.import_module(f"lmperf.report.{study.section}")
@@ -122,7 +152,7 @@ def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[s
         not_in_grid(study.title, study.optional) if study.name in skip else section(study, frames)
         for study in sections()
     ]
-    return "\n".join(header(frames, grid, missing) + body)
+    return "\n".join(header(frames, grid, missing) + index("\n".join(body)) + body)
 
 
 def main(argv=None) -> None:
