@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import table_problems
+from lmperf.registry import BEYOND_HANDOUT, HANDOUT, heading
 from lmperf.report import render
 
 RUN = Path(__file__).parent / "data/smoke-cpu"
@@ -113,14 +114,17 @@ def test_the_index_links_every_handout_question_to_a_heading_of_the_report(repor
     index = report[start : report.index("\n## ", start + 1)]
     rows = [line for line in index.splitlines() if line.startswith("| `")]
     assert [re.match(r"\| `(\w+)`", row)[1] for row in rows] == DELIVERABLES
-    headings = {render.anchor(h) for h in re.findall(r"^#+ (.+)$", report, flags=re.MULTILINE)}
+    rendered = set(re.findall(r"^## (.+)$", report, flags=re.MULTILINE))
+    named = {heading(place) for _, _, places in HANDOUT + BEYOND_HANDOUT for place in places}
+    assert named <= rendered, f"the index names headings the report does not render: {named - rendered}"
     links = re.findall(r"\]\((#[^)]+)\)", index)
-    assert links and set(links) <= headings
-    assert "not in this run" not in index  # the smoke run renders every section
+    assert len(links) == sum(len(places) for _, _, places in HANDOUT + BEYOND_HANDOUT)
+    assert "#communication-accounting-xxl-computed" in links and "#where-does-the-host-stop-mattering" in links
+    assert "not in this grid" not in index  # the smoke grid holds every study
 
 
-def test_the_index_says_where_a_section_is_not_in_the_run():
-    rows = render.index("## Memory\n\nsome text\n")
-    memory = next(row for row in rows if row.startswith("| `memory_profiling`"))
-    profile = next(row for row in rows if row.startswith("| `nsys_profile`"))
-    assert memory.endswith("[Memory](#memory) |") and profile.endswith("not in this run |")
+def test_the_index_says_which_questions_a_grid_leaves_out():
+    report = render.render(RUN, "smoke", skip=("profile",))
+    profile = next(line for line in report.splitlines() if line.startswith("| `nsys_profile`"))
+    memory = next(line for line in report.splitlines() if line.startswith("| `memory_profiling`"))
+    assert profile.endswith("| not in this grid |") and memory.endswith("[Memory](#memory) |")

@@ -502,80 +502,70 @@ STUDIES = {
 }
 
 
-# The handout's deliverables that ask for measured numbers, in its order, then what lmperf measures
-# beyond it: (name, what it asks, the report's "## " headings that answer it). The report opens with
-# this as its index (lmperf.report.render.index); tests check that every heading named is one the
-# report renders.
+# The handout's deliverables that ask for numbers, in its order, then what lmperf measures beyond it:
+# (name, what it asks, where the report answers it). A place is a study (its section) or the text of
+# a "## " heading inside one. The report opens with this as its index (lmperf.report.render.index);
+# tests check that every place named is a heading the report renders.
 HANDOUT = (
+    ("benchmarking_script", "forward and backward time per model size, with and without warm-up", ("e2e",)),
     (
-        "benchmarking_script",
-        "forward and backward time per model size, with and without warm-up",
-        ("End-to-end benchmarking",),
+        "nsys_profile",
+        "(a)-(e): the forward's time against Python's timer, the kernels that take a step's time, and "
+        "softmax against the matmuls inside attention",
+        ("profile",),
     ),
-    ("nsys_profile", "(a)-(e): where a step's time goes, kernel by kernel and inside attention", ("Profiling",)),
-    (
-        "mixed_precision_accumulation",
-        "adding 0.01 a thousand times in float32, float16 and mixed",
-        ("Mixed precision",),
-    ),
+    ("mixed_precision_accumulation", "adding 0.01 a thousand times in float32, float16 and mixed", ("precision",)),
     (
         "benchmarking_mixed_precision",
         "the dtypes autocast gives, normalization under it, and bf16 step times",
-        ("Mixed precision", "End-to-end benchmarking"),
+        ("precision", "e2e"),
     ),
-    ("memory_profiling", "peak memory of the 2.7B model's forward and train step, fp32 and bf16", ("Memory",)),
     (
-        "pytorch_attention",
-        "naive attention's time and memory by head size and sequence length",
-        ("Attention at scale",),
+        "memory_profiling",
+        "the 2.7B model's memory timeline and peak by context length, fp32 and bf16, and its largest allocations",
+        ("memory",),
     ),
+    ("pytorch_attention", "naive attention's time and memory by head size and sequence length", ("attention",)),
     (
         "torch_compile",
-        "compiled attention, and the compiled model, against eager",
-        ("Attention at scale", "End-to-end benchmarking"),
+        "attention compiled, and the model compiled block by block, against eager",
+        ("attention", "e2e"),
     ),
-    ("flash_benchmarking", "our FlashAttention against PyTorch's attention, forward and backward", ("FlashAttention",)),
-    ("distributed_communication_single_node", "all-reduce time by data size, ranks and backend", ("Communication",)),
-    (
-        "naive_ddp_benchmarking",
-        "one all-reduce per parameter after backward: step and communication time",
-        ("Data parallel training",),
-    ),
-    (
-        "minimal_ddp_flat_benchmarking",
-        "one flat all-reduce of every gradient, against the naive one",
-        ("Data parallel training",),
-    ),
+    ("flash_benchmarking", "our FlashAttention against PyTorch's attention, forward and backward", ("flash",)),
+    ("distributed_communication_single_node", "all-reduce time by data size, ranks and backend", ("allreduce",)),
+    ("naive_ddp_benchmarking", "one all-reduce per parameter after backward: step and communication time", ("ddp",)),
+    ("minimal_ddp_flat_benchmarking", "one flat all-reduce of every gradient, against the naive one", ("ddp",)),
     (
         "ddp_overlap_individual_parameters_benchmarking",
-        "per-parameter all-reduces overlapped with backward",
-        ("Data parallel training",),
+        "per-parameter all-reduces during backward, against naive and flat, and their timeline",
+        ("ddp",),
     ),
     (
         "ddp_bucketed_benchmarking",
-        "buckets of 1 to 1000 MB, and a model of the best bucket size",
-        ("Data parallel training",),
+        "step time by bucket size (1 to 1000 MB), and the best size as a fitted model predicts it",
+        ("ddp",),
     ),
     (
         "communication_accounting",
-        "memory and communication of the XXL model, sharded, computed",
+        "XXL's memory, the devices FSDP needs, and when a TPU mesh is compute-bound",
         ("Communication accounting (XXL, computed)",),
     ),
     (
         "optimizer_state_sharding_accounting",
-        "memory and step time with AdamW's state sharded",
+        "memory and step time with AdamW's state sharded and without, and against ZeRO stage 1",
         ("Optimizer state sharding",),
     ),
 )
 BEYOND_HANDOUT = (
-    ("batch size", "where the host stops setting the step time", ("Where does the host stop mattering?",)),
-    (
-        "the ladder",
-        "one technique at a time, from the handout's step to the fastest we have",
-        ("How fast can it train?",),
-    ),
-    ("this run", "what the run cost, job by job and study by study", ("Cost of this run",)),
+    ("batch size", "where the host stops setting the step time", ("batch",)),
+    ("the ladder", "one technique at a time, from the handout's step to the fastest we have", ("ladder",)),
+    ("this run", "what the run cost, job by job and study by study", ("cost",)),
 )
+
+
+def heading(place: str) -> str:
+    """The "## " heading of a place in HANDOUT: a study's section title, or the heading text itself."""
+    return STUDIES[place].title if place in STUDIES else place
 
 
 def sections() -> list[Study]:

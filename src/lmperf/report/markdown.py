@@ -2,6 +2,7 @@
 direction words that follow the data, and the rows that ran."""
 
 import math
+import re
 
 import pandas as pd
 
@@ -70,6 +71,11 @@ def change(low: float, high: float, rises: str, falls: str, mixed: str, show=pct
     if high <= 0:
         return f"{falls} {span(-high, -low, show)}"
     return f"{mixed} {show(low)} to +{show(high)}"
+
+
+def anchor(heading: str) -> str:
+    """The link to a heading as GitHub renders Markdown: lower case, punctuation dropped, spaces as hyphens."""
+    return "#" + re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
 def escape(cell) -> str:

@@ -9,9 +9,9 @@ import pandas as pd
 
 from lmperf.log import to_stderr
 from lmperf.measure.rows import atomic_path
-from lmperf.registry import BEYOND_HANDOUT, HANDOUT, STUDIES, sections
+from lmperf.registry import BEYOND_HANDOUT, HANDOUT, STUDIES, heading, sections
 from lmperf.report import cost, summary
-from lmperf.report.markdown import num
+from lmperf.report.markdown import anchor, num
 
 
 def read(path: Path) -> pd.DataFrame:
@@ -108,29 +108,25 @@ def header(frames: dict[str, pd.DataFrame], grid: str, missing) -> list[str]:
     ]
 
 
-def anchor(heading: str) -> str:
-    """The link to a heading as GitHub renders Markdown: lower case, punctuation dropped, spaces as hyphens."""
-    return "#" + re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+def index(measured: str) -> list[str]:
+    """Where each of the handout's questions, and each study beyond it, is answered: a link to each
+    heading that answers it, among the ``measured`` sections' headings (those of the studies this
+    run's grid holds), or "not in this grid" where there is none. A section may still say that a
+    part of it did not run here (on a CPU, the GPU-only parts)."""
+    rendered = set(re.findall(r"^## (.+)$", measured, flags=re.MULTILINE))
 
+    def where(places):
+        found = [f"[{heading(p)}]({anchor(heading(p))})" for p in places if heading(p) in rendered]
+        return ", ".join(found) or "not in this grid"
 
-def index(body: str) -> list[str]:
-    """Where each of the handout's questions, and each study beyond it, is answered in ``body`` (the
-    report's sections): a link to each heading that answers it, or "not in this run" where the body
-    has no such heading (a study the grid left out)."""
-    rendered = set(re.findall(r"^## (.+)$", body, flags=re.MULTILINE))
-
-    def where(headings):
-        found = [f"[{h}]({anchor(h)})" for h in headings if h in rendered]
-        return ", ".join(found) or "not in this run"
-
-    rows = [f"| `{name}` | {asks} | {where(headings)} |" for name, asks, headings in HANDOUT]
-    rows += [f"| {name} (beyond the handout) | {asks} | {where(headings)} |" for name, asks, headings in BEYOND_HANDOUT]
+    rows = [f"| `{name}` | {asks} | {where(places)} |" for name, asks, places in HANDOUT]
+    rows += [f"| {name} (beyond the handout) | {asks} | {where(places)} |" for name, asks, places in BEYOND_HANDOUT]
     return [
         "## Where each question is answered",
         "",
         "The handout's deliverables that ask for numbers, in its order, then what this report measures beyond it.",
         "",
-        "| deliverable | what it asks | answered in |",
+        "| deliverable | what it asks | section |",
         "|---|---|---|",
         *rows,
         "",
@@ -144,15 +140,14 @@ def section(study, frames: dict[str, pd.DataFrame]) -> str:
 
 
 def render(results: Path, grid: str, skip: tuple[str, ...] = (), missing: list[str] = ()) -> str:
-    """The report: a header, the summary, then each study's section in lmperf.registry's order (a study
-    the grid leaves out says so), reading results/<name>.csv for every result a section reads."""
+    """The report: a header, the summary, an index of where each question is answered, then each
+    study's section in lmperf.registry's order (a study the grid leaves out says so), reading
+    results/<name>.csv for every result a section reads."""
     run = [study for study in sections() if study.name not in skip]
     frames = {name: read(results / f"{name}.csv") for study in run for name in study.reads}
-    body = [
-        not_in_grid(study.title, study.optional) if study.name in skip else section(study, frames)
-        for study in sections()
-    ]
-    return "\n".join(header(frames, grid, missing) + index("\n".join(body)) + body)
+    measured = {study.name: section(study, frames) for study in run}
+    body = [measured[s.name] if s.name in measured else not_in_grid(s.title, s.optional) for s in sections()]
+    return "\n".join(header(frames, grid, missing) + index("\n".join(measured.values())) + body)
 
 
 def main(argv=None) -> None:

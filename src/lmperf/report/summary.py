@@ -1,8 +1,6 @@
 """The report's opening summary: one line per key finding, each computed from the same rows and
 helpers as the section it points to, and left out where this run has no rows for it."""
 
-import re
-
 import pandas as pd
 
 from lmperf import grid
@@ -16,7 +14,7 @@ from lmperf.report.ddp_section import ours_in_fp32
 from lmperf.report.e2e_analysis import GPU_MS, LAUNCHED_MS, gpu_bound, handout_model, speedup
 from lmperf.report.ladder_section import claim
 from lmperf.report.ladder_section import speedup as rung_speedup
-from lmperf.report.markdown import num, ok, pct, plural, ratio, share
+from lmperf.report.markdown import anchor, num, ok, pct, plural, ratio, share
 from lmperf.report.memory_section import AT_PEAK, e2e_agreement, peak
 from lmperf.report.profile_section import answers, short_name
 from lmperf.report.style import sort_by_size
@@ -28,10 +26,8 @@ def faster(value: float) -> str:
 
 
 def see(section: str) -> str:
-    """A link to a section of the report by its heading (GitHub's anchor: lower case, punctuation
-    dropped, spaces as hyphens)."""
-    anchor = re.sub(r"[^\w\- ]", "", section.lower()).replace(" ", "-")
-    return f"([{section}](#{anchor}))"
+    """A link to a section of the report by its heading."""
+    return f"([{section}]({anchor(section)}))"
 
 
 def train_step_finding(e2e: pd.DataFrame) -> dict | None:
