@@ -17,16 +17,9 @@ import timeit
 import pandas as pd
 import torch
 
+from lmperf.measure import time_once
 from lmperf.measure.env import fingerprint
 from lmperf.studies.ladder import RUNGS, Ladder, host_copy
-
-
-def seconds(call, device) -> float:
-    torch.cuda.synchronize(device)
-    start = timeit.default_timer()
-    call()
-    torch.cuda.synchronize(device)
-    return timeit.default_timer() - start
 
 
 def main() -> None:
@@ -49,7 +42,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for kind, initial in copies.items():
             ladder.initial = initial
-            times[kind].append(seconds(ladder.reset, device))
+            times[kind].append(time_once(ladder.reset, device)[0])  # synchronized wall clock
     rows = [
         {
             "size": args.size,

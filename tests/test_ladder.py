@@ -564,17 +564,24 @@ def test_a_rung_list_runs_in_ladder_order_and_an_unknown_rung_is_named():
         study.rung_list("fused_loss,fast")
 
 
-def test_reset_brings_back_the_initial_weights_from_a_host_copy_of_its_own():
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=NO_CUDA)])
+def test_reset_brings_back_the_initial_weights_from_a_host_copy_of_its_own(device):
     """Every timed block starts from the weights the model was built with: the host copy they come back
     from is the ladder's own (no storage shared with the model), so a step that changes the weights in
-    place cannot change it."""
-    ladder = Ladder("nano", 32, 2, torch.device("cpu"), rungs=(RUNGS[0],))
+    place cannot change it. On a GPU the copy is page-locked and the reset does not wait for it; the
+    next work on the stream still sees exactly the initial weights."""
+    ladder = Ladder("nano", 32, 2, torch.device(device), rungs=(RUNGS[0],))
     built = {k: v.clone() for k, v in ladder.model.state_dict().items()}
     shared = {v.untyped_storage().data_ptr() for v in ladder.model.state_dict().values()}
-    assert all(v.device.type == "cpu" and v.untyped_storage().data_ptr() not in shared for v in ladder.initial.values())
+    for v in ladder.initial.values():
+        assert v.device.type == "cpu" and v.untyped_storage().data_ptr() not in shared
+        assert v.is_pinned() == (device == "cuda")
     with torch.no_grad():
         for p in ladder.model.parameters():
-            p.add_(1.0)
+            p.mul_(-3.0).add_(1.0)
     ladder.reset()
     for key, value in ladder.model.state_dict().items():
         assert torch.equal(value, built[key]), key
