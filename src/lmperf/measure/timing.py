@@ -47,11 +47,22 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def free_memory(device: torch.device) -> None:
-    """Drop unreachable tensors and return cached blocks to the device."""
-    gc.collect()
+def release_cached(device: torch.device) -> None:
+    """Return the allocator's cached blocks to the device, e.g. before a CUDA graph's private pool
+    needs them. Enough where what was just dropped sits in no reference cycle (gradients, a graph's
+    replay, a pass's outputs): such tensors are freed the moment their last reference goes."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def free_memory(device: torch.device) -> None:
+    """Collect unreachable reference cycles, then return cached blocks to the device. For what may sit
+    in a cycle: an exception's traceback (its frames hold their tensors), a dropped model, optimizer
+    or compiled step. A full collection walks every Python object, 0.1-0.2 s once a model has
+    compiled (notes/one-allocation.md), so code that drops only plain tensors calls
+    ``release_cached``."""
+    gc.collect()
+    release_cached(device)
 
 
 def time_once(step: Step, device: torch.device) -> tuple[float, float | None]:
@@ -241,7 +252,7 @@ def capture_graph(
     """
     if device.type != "cuda":
         raise GraphUnavailable(f"CUDA graphs need a CUDA device; this run is on {device.type}")
-    free_memory(device)  # the graph's pool is private: hand the launched steps' cached blocks back first
+    release_cached(device)  # the graph's pool is private: hand the launched steps' cached blocks back first
     try:
         if device not in _capture_streams:
             _capture_streams[device] = torch.cuda.Stream(device)
@@ -255,7 +266,7 @@ def capture_graph(
         torch.cuda.current_stream(device).wait_stream(stream)
         if after_warmup is not None:
             after_warmup()
-        free_memory(device)
+        release_cached(device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool, stream=stream):
             step()

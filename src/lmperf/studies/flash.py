@@ -35,7 +35,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from lmperf import grid
 from lmperf.attention import FlashAttentionPyTorch, attention_kernel, forget_kernels, naive_attention
 from lmperf.log import to_stderr
-from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, free_memory, host_bound, write_rows
+from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, host_bound, release_cached, write_rows
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
@@ -169,7 +169,7 @@ def time_graphed(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, r
     finally:
         del replay
         q.grad = k.grad = v.grad = None  # they live in the graph's pool
-        free_memory(q.device)
+        release_cached(q.device)
 
 
 def timed_columns(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> dict:
@@ -258,7 +258,7 @@ def leaderboard_pass(impls: dict, q, k, v, pass_: str, warmup_ms: int, rep_ms: i
     graphed = interleaved_medians(timers, rounds)
     del replays, timers
     q.grad = k.grad = v.grad = None  # they live in the graphs' pools
-    free_memory(q.device)
+    release_cached(q.device)
     for name, row in columns.items():
         row.update(round_columns(launched[name]), **round_columns(graphed[name], "graphed_"))
         row.update(rate_columns(flops, row["median_ms"], row["graphed_median_ms"]))

@@ -50,7 +50,16 @@ from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
 from lmperf.kernels.fused_rmsnorm import FusedNormsLM
 from lmperf.log import to_stderr
-from lmperf.measure import Budget, GraphUnavailable, PhaseClock, capture_graph, free_memory, measure, resolve_device
+from lmperf.measure import (
+    Budget,
+    GraphUnavailable,
+    PhaseClock,
+    capture_graph,
+    free_memory,
+    measure,
+    release_cached,
+    resolve_device,
+)
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
@@ -277,7 +286,7 @@ class Ladder:
     def drop_grads(self) -> None:
         """Gradients to None and cached blocks back to the device: a graph's private pool cannot reuse them."""
         self.model.zero_grad(set_to_none=True)
-        free_memory(self.device)
+        release_cached(self.device)
 
     def before(self, name: str) -> None:
         """Set the shared model up for rung ``name``: its attention and its weights."""
@@ -331,7 +340,7 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
     def drop_grads():
         for p in params:
             p.grad = None
-        free_memory(device)
+        release_cached(device)
 
     try:
         for p in params:
