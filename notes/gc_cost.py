@@ -9,7 +9,9 @@ notes/one-allocation.md.
 
     PYTHONPATH=src python notes/gc_cost.py --size nano --out gc.csv
 
-Ran at: 941f10eb60ea and this script (a 2-core CPU, idle), output: logs/2026-11-28-gc-cost-941f10e-cpu.csv
+Ran at: 941f10eb60ea and this script (a 2-core CPU, idle), output: logs/2026-11-28-gc-cost-941f10e-cpu.csv;
+and at 16618241954a (one NVIDIA H200's host, --size small --context-length 512), output:
+logs/2026-11-29-gc-cost-1661824-h200.csv
 """
 
 import argparse

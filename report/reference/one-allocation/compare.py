@@ -1,12 +1,15 @@
-"""Do one-GPU jobs measure the same alone and side by side, one per GPU?
+"""Do two runs of the same jobs measure the same: alone and side by side, or before and after a cut?
 
-Ran at: 166289c (4 x NVIDIA H200); output: ab4/compare.txt beside this.
+Ran at: 166289c (4 x NVIDIA H200); output: ab4/compare.txt beside this. And at 1661824 for the
+cut of cuts/gc (one NVIDIA H200); outputs cuts/gc/flash/compare.txt and cuts/gc/ladder/compare.txt.
 
-    python report/reference/one-allocation/compare.py ALONE_RESULTS PARALLEL_RESULTS
+    python report/reference/one-allocation/compare.py FIRST_RESULTS SECOND_RESULTS
 
-reads the e2e, ladder (timed) and flash leaderboard CSVs of two runs of the same targets (results/
-directories), pairs their rows, and says for each graphed median whether it lies inside the other
-run's 95% CI or within 1% of it. Prints one line per row and a last line with the count that agree.
+reads the e2e, ladder (timed) and flash leaderboard and sweep CSVs of two runs of the same targets
+(results/ directories), pairs their rows, and says for each graphed median whether it lies inside
+the other run's 95% CI or within 1% of it (the sweep's medians come with no CI: within 1% only).
+``ratio`` is the second run's median over the first's. Prints one line per row and a last line
+with the count that agree.
 """
 
 import sys
@@ -18,6 +21,7 @@ KEYS = {
     "e2e/*/*.csv": ["size", "precision", "compile", "context_length", "mode", "attention"],
     "ladder/*/*-timed.csv": ["size", "context_length", "rung"],
     "flash/leaderboard.csv": ["implementation", "pass"],
+    "flash/sweep/*.csv": ["dtype", "d", "implementation", "pass", "seq"],
 }
 COLUMNS = ["graphed_median_ms", "graphed_ci95_low_ms", "graphed_ci95_high_ms"]
 
@@ -25,6 +29,7 @@ COLUMNS = ["graphed_median_ms", "graphed_ci95_low_ms", "graphed_ci95_high_ms"]
 def rows(results: Path, pattern: str, keys: list[str]) -> pd.DataFrame:
     frames = [pd.read_csv(path) for path in sorted(results.glob(pattern))]
     frame = pd.concat(frames) if frames else pd.DataFrame(columns=keys + COLUMNS + ["status"])
+    frame = frame.reindex(columns=frame.columns.union(COLUMNS, sort=False))  # a sweep row has no CI
     return frame[frame["status"] == "ok"].dropna(subset=["graphed_median_ms"])[keys + COLUMNS]
 
 

@@ -1,6 +1,7 @@
 """The last measured wall time of each full-grid job, from the reference slices' benchmark files and
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
-fp32 e2e jobs scaled by the cut measured in cuts/e2e."""
+fp32 e2e jobs scaled by the cut measured in cuts/e2e, and the flash sweep's and the timed ladder's
+jobs less what the cut of cuts/gc saved."""
 
 import re
 import sys
@@ -65,5 +66,31 @@ cut = wall(here / "cuts/e2e/after/benchmarks/e2e/small/fp32-compiled.tsv") / wal
 fp32 = costs["job"].str.match(r"benchmarks/e2e/[^/]+/fp32-")
 costs.loc[fp32, "wall_s"] *= cut
 costs.loc[fp32, "source"] += f" x {cut:.3f} (cuts/e2e)"
+
+
+# The cut measured before and after (cuts/gc): capture and dropped gradients return cached blocks with
+# no full garbage collection. Its jobs ran outside the pipeline, so their wall time is the last line of
+# each job.log (/usr/bin/time). A flash sweep job saves the subset's seconds per graph, charged for
+# the graphs a full target makes (the d64 target of call2/, for every target); a timed ladder job
+# saves what the warm pair saved (3-new against 4-old; 1-new ran with cold compile caches). Estimates,
+# named in `source`; the checked ladder jobs are charged as measured.
+def job_wall(run: str) -> float:
+    return float((here / "cuts/gc" / run / "job.log").read_text().split()[-3])
+
+
+def graphs(results: Path) -> int:
+    return int(sum(pd.read_csv(f)["graphed_median_ms"].notna().sum() for f in results.rglob("sweep/*.csv")))
+
+
+pairs = [("flash/1-old", "flash/2-new"), ("flash/3-old", "flash/4-new")]
+per_graph = sum(job_wall(a) - job_wall(b) for a, b in pairs) / len(pairs) / graphs(here / "cuts/gc/flash/2-new/rows")
+saved = {
+    r"benchmarks/flash/sweep/": per_graph * graphs(here / "call2/rows"),
+    r"benchmarks/ladder/[^/]+/ctx\d+-timed": job_wall("ladder/4-old") - job_wall("ladder/3-new"),
+}
+for pattern, seconds in saved.items():
+    jobs = costs["job"].str.match(pattern)
+    costs.loc[jobs, "wall_s"] -= seconds
+    costs.loc[jobs, "source"] += f" - {seconds:.1f} s (cuts/gc)"
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
