@@ -101,7 +101,7 @@ def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
     assert counts["flash_sweep"] == 8
     assert counts["allreduce"] == 3
     assert counts["ddp_train"] == 2
-    assert counts["profile"] == 40  # 5 sizes x 4 contexts x 2 modes (Nsight Systems on the H100)
+    assert counts["profile"] == 5  # one per size, each profiling 4 contexts x 2 modes (Nsight Systems on the H100)
     assert counts["memory"] == 12
 
 
@@ -112,12 +112,12 @@ def test_profile_exclude_drops_the_targets_its_globs_match(tmp_path):
         yaml.safe_dump(
             {
                 "grid": "full",
-                "grids": {"full": {"profile": {"exclude": ["results/profile/xl/*", "*/train_step-ctx1024.csv"]}}},
+                "grids": {"full": {"profile": {"exclude": ["results/profile/xl.csv", "*/2.7B.csv"]}}},
             }
         )
     )
     counts = dry_run(workdir, "--configfile", "config.yaml", "narrow.yaml")
-    assert counts["profile"] == 40 - 8 - 4  # xl's 8 targets, and the other 4 sizes' train step at ctx 1024
+    assert counts["profile"] == 5 - 2  # xl's target and 2.7B's
 
 
 def test_the_report_names_what_the_exclude_lists_left_out(tmp_path):

@@ -196,7 +196,7 @@ def test_full_grid_dag(tmp_path):
     # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
     # DDP: 2 and 4 ranks, each 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
-    # profile: 5 sizes x 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
+    # profile: 5 sizes, each job profiling 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
     assert jobs == {
         "e2e": 20,
         "batch": 2,
@@ -213,7 +213,7 @@ def test_full_grid_dag(tmp_path):
         "ddp_sharding": 2,
         "ddp_timeline": 2,
         "memory": 12,
-        "profile": 40,
+        "profile": 5,
         "aggregate": 15,
         "e2e_figures": 1,
         "ladder_figures": 1,

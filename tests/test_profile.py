@@ -18,29 +18,11 @@ STEPS = 2
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
-    out = tmp_path_factory.mktemp("profile")
-    for mode in ("forward", "train_step"):
-        profile.main(
-            [
-                "--size",
-                "nano",
-                "--context-length",
-                "32",
-                "--mode",
-                mode,
-                "--warmup-steps",
-                "1",
-                "--measured-steps",
-                str(STEPS),
-                "--device",
-                "cpu",
-                "--out",
-                str(out / f"{mode}.csv"),
-            ]
-        )
-    kernels = pd.concat([pd.read_csv(out / f"{m}.csv") for m in ("forward", "train_step")])
-    timing = pd.concat([pd.read_csv(out / f"{m}-timing.csv") for m in ("forward", "train_step")])
-    return kernels, timing
+    """One job, both modes: as the pipeline profiles a size."""
+    out = tmp_path_factory.mktemp("profile") / "nano.csv"
+    argv = ["--size", "nano", "--context-lengths", "32", "--modes", "forward,train_step", "--warmup-steps", "1"]
+    profile.main([*argv, "--measured-steps", str(STEPS), "--device", "cpu", "--out", str(out)])
+    return pd.read_csv(out), pd.read_csv(out.with_name("nano-timing.csv"))
 
 
 def test_work_is_attributed_to_nested_ranges_of_measured_steps_only(tables):
@@ -205,17 +187,52 @@ def test_a_point_profiled_in_one_mode_still_names_its_top_kernel(tables):
     assert "the train step is led by" in profile_section.render(kernels, timing)
 
 
-def test_a_step_out_of_memory_is_the_points_oom_row(tmp_path, monkeypatch):
+def test_a_step_out_of_memory_is_the_points_oom_row_and_the_job_goes_on(tmp_path, monkeypatch):
     """measure() drops a step that runs out of memory; the study must not then read an empty profile
-    (on nsys that failed the job: "no 'measured step' range") but write the point as out of memory."""
+    (on nsys that failed the job: "no 'measured step' range") but write the point as out of memory,
+    and profile the job's other points."""
+    build = profile.build_step
 
     def step():
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
 
-    monkeypatch.setattr(profile, "build_step", lambda args, device: step)
-    out = tmp_path / "train_step.csv"
-    argv = ["--size", "nano", "--context-length", "32", "--mode", "train_step", "--device", "cpu", "--out", str(out)]
-    profile.main(argv)
-    for path in (out, tmp_path / "train_step-timing.csv"):
-        row = pd.read_csv(path).iloc[0]
-        assert row["status"] == "oom" and "Tried to allocate 12.00 GiB" in row["note"]
+    monkeypatch.setattr(
+        profile, "build_step", lambda args, device: step if args.mode == "train_step" else build(args, device)
+    )
+    out = tmp_path / "nano.csv"
+    argv = ["--size", "nano", "--context-lengths", "32", "--modes", "train_step,forward", "--measured-steps", "2"]
+    profile.main([*argv, "--warmup-steps", "1", "--device", "cpu", "--out", str(out)])
+    for path in (out, tmp_path / "nano-timing.csv"):
+        rows = pd.read_csv(path)
+        oom = rows[rows["mode"] == "train_step"].iloc[0]
+        assert oom["status"] == "oom" and "Tried to allocate 12.00 GiB" in oom["note"]
+        assert (rows.loc[rows["mode"] == "forward", "status"] == "ok").all() and (rows["mode"] == "forward").any()
+
+
+def test_one_nsys_report_is_cut_into_its_points_by_their_ranges(nsys_stats):
+    """A job's report holds every point, each inside its "point <mode> ctx<n>" range: a point's table
+    is the work launched inside its own range, as if it had been profiled alone."""
+    activities, spans, alone, _ = nsys_stats
+    ranges = [
+        (name, s, e) for name, s, e in nsys.read_stats({n: NSYS_FIXTURE / f"{n}.csv.gz" for n in nsys.REPORTS})[1]
+    ]
+    first, last = min(s for _, s, _ in ranges), max(e for _, _, e in ranges)
+    shift = last - first + 1e3
+    later = activities.assign(**{c: activities[c] + shift for c in ("launch", "start", "end")})
+    two_points = pd.concat([activities, later], ignore_index=True)
+    two_ranges = [
+        ("point train_step ctx32", first, last),
+        *ranges,
+        ("point train_step ctx64", first + shift, last + shift),
+        *[(name, s + shift, e + shift) for name, s, e in ranges],
+    ]
+    for name in ("point train_step ctx32", "point train_step ctx64"):
+        table, forward = profile.point_tables(two_points, two_ranges, name, steps=1)
+
+        def rows(t):
+            return t.sort_values(["range", "kernel"]).reset_index(drop=True)
+
+        pd.testing.assert_frame_equal(rows(table), rows(alone))
+        assert forward == pytest.approx(profile.forward_spans_ms(activities, spans, steps=1))
+    with pytest.raises(RuntimeError, match="ctx128"):
+        profile.point_tables(two_points, two_ranges, "point train_step ctx128", steps=1)

@@ -1,23 +1,29 @@
 """Where a step's time goes, kernel by kernel (op by op on a CPU), attributed to named ranges.
 
-    python -m lmperf.studies.profile --size small --context-length 256 --mode forward \\
-        --out results/profile/small/forward-ctx256.csv
+    python -m lmperf.studies.profile --size small --context-lengths 128,256 --modes forward,train_step \\
+        --out results/profile/small.csv
+
+One job profiles every (mode, context length) point of one model size, one point after another: a
+profiled point costs a few seconds of steps, and each process, and each nsys session with its report
+export, costs tens of seconds more, so the points share them.
 
 The model runs with the annotated attention (ranges "attention scores", "softmax", "final matmul")
 and ranges on the steps ("warmup step", "measured step") and phases ("forward", "backward",
 "optimizer step"). Two profilers, one CSV schema:
 
 - **nsys** (Nsight Systems, the default where it is installed and a GPU is present): the profiled
-  steps run in a child process under ``nsys profile --trace=cuda,nvtx``; the kernel table comes
-  from the report's ``nsys stats`` CSVs (lmperf.measure.nsys). The report ``<out stem>.nsys-rep``
-  is kept beside the CSV for the GUI; the pipeline does not track it.
+  steps of every point run in one child process under ``nsys profile --trace=cuda,nvtx``, each
+  point inside an NVTX range of its own ("point train_step ctx512"); the kernel tables come from
+  the report's ``nsys stats`` CSVs (lmperf.measure.nsys), cut at those ranges. The report
+  ``<out stem>.nsys-rep`` is kept beside the CSV for the GUI; the pipeline does not track it.
 - **torch.profiler** (anywhere, the smoke grid's path on a CPU): the profiled steps run in this
   process under torch.profiler; on a CPU the table counts operators' self time.
 
 Either way the same step is also timed in this process with no profiler attached, so the profiler's
-overhead is a measured number. Writes <out> (the kernel table: range, kernel, category, instances,
-total and mean time, measured steps only) and <out stem>-timing.csv (the timings and the profiler's
-view of the forward pass).
+overhead is a measured number. Writes <out> (the kernel tables: size, mode, context, range, kernel,
+category, instances, total and mean time, measured steps only) and <out stem>-timing.csv (the
+timings and the profiler's view of the forward pass), one row per point there. A point that runs out
+of memory is an ``oom`` row in both, and the job goes on to the next.
 """
 
 import argparse
@@ -37,12 +43,31 @@ from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, reso
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
 from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
+from lmperf.studies import choice_list, int_list
 from lmperf.training import build_model, make_step, random_batch
 
 log = logging.getLogger(__name__)
 
 MODES = grid.PROFILED_MODES
 PROFILERS = ("auto", "nsys", "torch")
+
+
+# A point's outcome: its kernel table and timings, or why it has none (the out-of-memory message).
+Outcome = tuple[pd.DataFrame, dict] | str
+
+
+def points(args) -> list[argparse.Namespace]:
+    """This job's points, one set of arguments each (``mode``, ``context_length``), in the order they run."""
+    return [
+        argparse.Namespace(**{**vars(args), "mode": mode, "context_length": ctx})
+        for mode in args.modes
+        for ctx in args.context_lengths
+    ]
+
+
+def point_range(point) -> str:
+    """The NVTX range around one point's profiled steps, which cuts the job's report into points."""
+    return f"point {point.mode} ctx{point.context_length}"
 
 
 def build_step(args, device: torch.device):
@@ -81,59 +106,62 @@ def forward_spans_ms(activities: pd.DataFrame, spans, steps: int) -> float:
     return total / steps / 1e3
 
 
-def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> tuple[pd.DataFrame, dict]:
-    """Profiled steps in a child process under nsys, then the same steps timed here without it."""
+def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> dict[str, Outcome]:
+    """Every point's profiled steps in one child process under nsys, then each point's steps timed
+    here without it."""
     report = out.with_suffix(".nsys-rep")
     with tempfile.TemporaryDirectory() as tmp:
         captured = Path(tmp) / "captured.json"
         child = [
-            sys.executable,
-            "-m",
-            "lmperf.studies.profile",
-            "--size",
-            args.size,
-            "--context-length",
-            str(args.context_length),
-            "--mode",
-            args.mode,
-            "--batch-size",
-            str(args.batch_size),
-            "--warmup-steps",
-            str(args.warmup_steps),
-            "--measured-steps",
-            str(args.measured_steps),
-            "--device",
-            str(device),
-            "--out",
-            str(out),
-            "--capture-json",
-            str(captured),
+            *(sys.executable, "-m", "lmperf.studies.profile", "--size", args.size),
+            *("--context-lengths", ",".join(map(str, args.context_lengths)), "--modes", ",".join(args.modes)),
+            *("--batch-size", str(args.batch_size), "--warmup-steps", str(args.warmup_steps)),
+            *("--measured-steps", str(args.measured_steps), "--device", str(device)),
+            *("--out", str(out), "--capture-json", str(captured)),
         ]
         with phase("profile"):
             subprocess.run(nsys.profile_command(nsys_path, report, child), check=True)
-        result = json.loads(captured.read_text())
-    if result["status"] == "oom":
-        raise torch.OutOfMemoryError(result["note"])
-    plain = timed(args, device, named_ranges=False)  # after the child: this process holds no GPU memory then
+        results = json.loads(captured.read_text())
     with phase("profile"):
         activities, nvtx_ranges = nsys.read_report(nsys_path, report)
-    spans = spans_by_name(nvtx_ranges)
-    if activities.empty or "measured step" not in spans:
-        raise RuntimeError(
-            f"nsys stats of {report} show no kernels or no 'measured step' range: was it traced with --trace=cuda,nvtx?"
+    outcomes = {}
+    for point in points(args):  # after the child: this process holds no GPU memory then
+        result = results[point_range(point)]
+        if result["status"] == "oom":
+            outcomes[point_range(point)] = result["note"]
+            continue
+        try:
+            plain = timed(point, device, named_ranges=False)
+        except torch.OutOfMemoryError as error:
+            outcomes[point_range(point)] = str(error).splitlines()[0]
+            continue
+        kernels, forward = point_tables(activities, nvtx_ranges, point_range(point), args.measured_steps)
+        outcomes[point_range(point)] = (
+            kernels,
+            {
+                "step_ms": summarize_ms(plain)["median_ms"],
+                "profiled_step_ms": summarize_ms(result["host_s"])["median_ms"],
+                "profiler_forward_ms": forward,
+                "profiler_forward_basis": "GPU span of the NVTX forward range",
+            },
         )
-    kernels = kernel_table(
-        zip(activities["launch"], activities["name"], (activities["end"] - activities["start"])),
-        spans,
-        args.measured_steps,
-    )
-    forward = forward_spans_ms(activities, spans, args.measured_steps)
-    return kernels, {
-        "step_ms": summarize_ms(plain)["median_ms"],
-        "profiled_step_ms": summarize_ms(result["host_s"])["median_ms"],
-        "profiler_forward_ms": forward,
-        "profiler_forward_basis": "GPU span of the NVTX forward range",
-    }
+    return outcomes
+
+
+def point_tables(activities: pd.DataFrame, nvtx_ranges, name: str, steps: int) -> tuple[pd.DataFrame, float]:
+    """One point's kernel table and forward span, from the work launched inside its range ``name``."""
+    windows = [(start, end) for range_name, start, end in nvtx_ranges if range_name == name]
+    if len(windows) != 1:
+        raise RuntimeError(f"the nsys report holds {len(windows)} ranges named {name!r}, not one")
+    ((start, end),) = windows
+    inside = activities[(activities["launch"] >= start) & (activities["launch"] <= end)]
+    spans = spans_by_name(r for r in nvtx_ranges if start <= r[1] <= end)
+    if inside.empty or "measured step" not in spans:
+        raise RuntimeError(
+            f"nsys shows no kernels or no 'measured step' range in {name!r}: was it traced with --trace=cuda,nvtx?"
+        )
+    kernels = kernel_table(zip(inside["launch"], inside["name"], inside["end"] - inside["start"]), spans, steps)
+    return kernels, forward_spans_ms(inside, spans, steps)
 
 
 def with_torch_profiler(args, device: torch.device) -> tuple[pd.DataFrame, dict]:
@@ -176,12 +204,27 @@ def kernel_forward_ms(kernels: pd.DataFrame, steps: int) -> float:
 
 
 def capture(args, device: torch.device) -> None:
-    """The child under nsys: the steps with ranges on; their host times (or the OOM) go to JSON."""
-    try:
-        result = {"status": "ok", "host_s": timed(args, device, named_ranges=True)}
-    except torch.OutOfMemoryError as error:
-        result = {"status": "oom", "note": str(error).splitlines()[0]}
-    Path(args.capture_json).write_text(json.dumps(result))
+    """The child under nsys: each point's steps with ranges on, inside the point's own range; their
+    host times (or the OOM) go to JSON."""
+    results = {}
+    for point in points(args):
+        with torch.cuda.nvtx.range(point_range(point)):
+            try:
+                results[point_range(point)] = {"status": "ok", "host_s": timed(point, device, named_ranges=True)}
+            except torch.OutOfMemoryError as error:
+                results[point_range(point)] = {"status": "oom", "note": str(error).splitlines()[0]}
+    Path(args.capture_json).write_text(json.dumps(results))
+
+
+def with_torch_profiler_each(args, device: torch.device) -> dict[str, Outcome]:
+    """Every point under torch.profiler, one after another in this process."""
+    outcomes = {}
+    for point in points(args):
+        try:
+            outcomes[point_range(point)] = with_torch_profiler(point, device)
+        except torch.OutOfMemoryError as error:
+            outcomes[point_range(point)] = str(error).splitlines()[0]
+    return outcomes
 
 
 def choose_profiler(requested: str, device: torch.device) -> str:
@@ -195,8 +238,8 @@ def choose_profiler(requested: str, device: torch.device) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", required=True)
-    p.add_argument("--context-length", type=int, required=True)
-    p.add_argument("--mode", choices=MODES, required=True)
+    p.add_argument("--context-lengths", type=int_list, required=True, help="comma-separated, e.g. 128,256")
+    p.add_argument("--modes", type=choice_list(MODES), required=True, help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--measured-steps", type=int, default=10)
@@ -211,34 +254,40 @@ def main(argv=None) -> None:
 
     profiler = choose_profiler(args.profiler, device)
     out = Path(args.out)
-    base = {
-        "study": "profile",
-        "size": args.size,
-        "context_length": args.context_length,
-        "mode": args.mode,
-        "batch_size": args.batch_size,
-        "measured_steps": args.measured_steps,
-        "profiler": "nsys" if profiler == "nsys" else "torch.profiler",
-    }
-    try:
-        if profiler == "nsys":
-            kernels, timing = with_nsys(args, device, out, nsys.executable())
-        else:
-            kernels, timing = with_torch_profiler(args, device)
-    except torch.OutOfMemoryError as error:
-        row = {**base, "status": "oom", "note": str(error).splitlines()[0], **fingerprint(device)}
-        write_rows([row], out)
-        write_rows([row], f"{out.with_suffix('')}-timing.csv", cost=False)
-        return
+    if profiler == "nsys":
+        outcomes = with_nsys(args, device, out, nsys.executable())
+    else:
+        outcomes = with_torch_profiler_each(args, device)
     env = fingerprint(device)
-    timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
-    write_rows([{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")], out)
-    write_rows([{**base, **timing, "status": "ok", "note": "", **env}], f"{out.with_suffix('')}-timing.csv", cost=False)
-    log.info(
-        f"{args.size} ctx {args.context_length} {args.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
-        f"profiled {timing['profiled_step_ms']:.2f} ms, forward per profiler {timing['profiler_forward_ms']:.2f} ms, "
-        f"{len(kernels)} kernel rows"
-    )
+    kernel_rows, timing_rows = [], []
+    for point in points(args):
+        base = {
+            "study": "profile",
+            "size": args.size,
+            "context_length": point.context_length,
+            "mode": point.mode,
+            "batch_size": args.batch_size,
+            "measured_steps": args.measured_steps,
+            "profiler": "nsys" if profiler == "nsys" else "torch.profiler",
+        }
+        outcome = outcomes[point_range(point)]
+        if isinstance(outcome, str):
+            row = {**base, "status": "oom", "note": outcome, **env}
+            kernel_rows.append(row)
+            timing_rows.append(row)
+            log.info(f"{args.size} ctx {point.context_length} {point.mode}: out of memory ({outcome})")
+            continue
+        kernels, timing = outcome
+        timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
+        kernel_rows += [{**base, **r, "status": "ok", "note": "", **env} for r in kernels.to_dict("records")]
+        timing_rows.append({**base, **timing, "status": "ok", "note": "", **env})
+        log.info(
+            f"{args.size} ctx {point.context_length} {point.mode} ({base['profiler']}): {timing['step_ms']:.2f} ms, "
+            f"profiled {timing['profiled_step_ms']:.2f} ms, "
+            f"forward per profiler {timing['profiler_forward_ms']:.2f} ms, {len(kernels)} kernel rows"
+        )
+    write_rows(timing_rows, f"{out.with_suffix('')}-timing.csv", cost=False)
+    write_rows(kernel_rows, out)  # the job's main output, last: its cost split is written beside it
 
 
 if __name__ == "__main__":
