@@ -1,7 +1,8 @@
 """The last measured wall time of each full-grid job, from the reference slices' benchmark files and
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
-fp32 e2e jobs scaled by the cut measured in cuts/e2e, and the flash sweep's and the timed ladder's
-jobs less what the cut of cuts/gc saved."""
+fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's
+jobs less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size
+as cuts/profile measured."""
 
 import re
 import sys
@@ -75,22 +76,46 @@ costs.loc[fp32, "source"] += f" x {cut:.3f} (cuts/e2e)"
 # saves what the warm pair saved (3-new against 4-old; 1-new ran with cold compile caches). Estimates,
 # named in `source`; the checked ladder jobs are charged as measured.
 def job_wall(run: str) -> float:
-    return float((here / "cuts/gc" / run / "job.log").read_text().split()[-3])
+    """A job run by hand under /usr/bin/time: its log's last line is "<seconds> s wall"."""
+    return float((here / "cuts" / run / "job.log").read_text().split()[-3])
 
 
 def graphs(results: Path) -> int:
     return int(sum(pd.read_csv(f)["graphed_median_ms"].notna().sum() for f in results.rglob("sweep/*.csv")))
 
 
-pairs = [("flash/1-old", "flash/2-new"), ("flash/3-old", "flash/4-new")]
+pairs = [("gc/flash/1-old", "gc/flash/2-new"), ("gc/flash/3-old", "gc/flash/4-new")]
 per_graph = sum(job_wall(a) - job_wall(b) for a, b in pairs) / len(pairs) / graphs(here / "cuts/gc/flash/2-new/rows")
 saved = {
     r"benchmarks/flash/sweep/": per_graph * graphs(here / "call2/rows"),
-    r"benchmarks/ladder/[^/]+/ctx\d+-timed": job_wall("ladder/4-old") - job_wall("ladder/3-new"),
+    r"benchmarks/ladder/[^/]+/ctx\d+-timed": job_wall("gc/ladder/4-old") - job_wall("gc/ladder/3-new"),
 }
 for pattern, seconds in saved.items():
     jobs = costs["job"].str.match(pattern)
     costs.loc[jobs, "wall_s"] -= seconds
     costs.loc[jobs, "source"] += f" - {seconds:.1f} s (cuts/gc)"
+
+
+# The cut of cuts/profile: one profile job per size, its points in one process and one nsys session,
+# where there was one job per point. Small is charged its job measured after the cut. Each other
+# size is charged the sum of its per-point jobs less what small's points saved for each point past
+# the first: (the sum of small's per-point jobs - its one job after the cut) / (points - 1). An
+# estimate, named in `source`.
+def per_size(job: str) -> str:
+    return re.sub(r"/(?:forward|train_step)-ctx\d+\.tsv$", ".tsv", job)
+
+
+points = costs[costs["job"].str.match(r"benchmarks/profile/[^/]+/")]
+sizes = points.groupby(points["job"].map(per_size)).agg(wall_s=("wall_s", "sum"), points=("wall_s", "size"))
+after = job_wall("profile/after")
+small = "benchmarks/profile/small.tsv"
+saved = (sizes.loc[small, "wall_s"] - after) / (sizes.loc[small, "points"] - 1)
+sizes["source"] = f"profile-one-commit, per-point jobs summed - {saved:.1f} s a point past the first (cuts/profile)"
+sizes["wall_s"] -= saved * (sizes["points"] - 1)
+sizes.loc[small, ["wall_s", "source"]] = after, "cuts/profile"
+costs = pd.concat(
+    [costs[~costs["job"].isin(points["job"])], sizes.reset_index(names="job")[["job", "source", "wall_s"]]],
+    ignore_index=True,
+)
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
