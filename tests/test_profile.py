@@ -1,6 +1,9 @@
 """The profiling study: the torch.profiler path end to end on the CPU, the nsys path's parser on recorded
 `nsys stats` CSVs, and the answers computed from either."""
 
+import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -236,3 +239,89 @@ def test_one_nsys_report_is_cut_into_its_points_by_their_ranges(nsys_stats):
         assert forward == pytest.approx(profile.forward_spans_ms(activities, spans, steps=1))
     with pytest.raises(RuntimeError, match="ctx128"):
         profile.point_tables(two_points, two_ranges, "point train_step ctx128", steps=1)
+
+
+@pytest.fixture
+def nsys_on_cpu(monkeypatch):
+    """The nsys path with nsys played on a CPU: the child runs in this process, each point's NVTX range
+    is recorded with its times, and the "report" holds one measured step and one kernel inside each
+    point's range. Yields the recorded point ranges."""
+    windows = []
+
+    @contextmanager
+    def point(name):
+        start = time.perf_counter() * 1e6
+        yield
+        windows.append((name, start, time.perf_counter() * 1e6))
+
+    def report(nsys_path, path):
+        ranges = [r for name, s, e in windows for r in ((name, s, e), ("measured step", s + 1, e - 1))]
+        kernels = [(s + 2, s + 3, s + 4, "ampere_sgemm_128x64_tn") for _, s, _ in windows]
+        return pd.DataFrame(kernels, columns=["launch", "start", "end", "name"]), ranges
+
+    def run(command, **_):  # [report, python, -m, lmperf.studies.profile, *argv]
+        profile.main(command[4:])
+        Path(command[0]).touch()
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(profile.torch.cuda.nvtx, "range", point)
+    monkeypatch.setattr(profile.nsys, "executable", lambda: "nsys")
+    monkeypatch.setattr(profile.nsys, "profile_command", lambda nsys_path, report, command: [str(report), *command])
+    monkeypatch.setattr(profile.nsys, "read_report", report)
+    monkeypatch.setattr(profile.subprocess, "run", run)
+    return windows
+
+
+def test_the_nsys_path_profiles_every_point_in_one_child_and_writes_each_as_it_went(tmp_path, monkeypatch, nsys_on_cpu):
+    """One child profiles every point, each in its own range; the parent cuts the report at them and
+    times each point again. A point that ran out of memory in the child is its oom row, not timed again."""
+    build = profile.build_step
+
+    def build_step(args, device):
+        if (args.mode, args.context_length) == ("train_step", 64):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
+        return build(args, device)
+
+    monkeypatch.setattr(profile, "build_step", build_step)
+    out = tmp_path / "profile" / "nano.csv"  # a folder that does not exist yet
+    argv = ["--size", "nano", "--context-lengths", "32,64", "--modes", "forward,train_step", "--profiler", "nsys"]
+    profile.main([*argv, "--warmup-steps", "1", "--measured-steps", "2", "--device", "cpu", "--out", str(out)])
+    assert [name for name, _, _ in nsys_on_cpu] == [
+        "point forward ctx32",
+        "point forward ctx64",
+        "point train_step ctx32",
+        "point train_step ctx64",
+    ]
+    timing = pd.read_csv(out.with_name("nano-timing.csv")).set_index(["mode", "context_length"])
+    assert timing["status"].to_dict() == {
+        ("forward", 32): "ok",
+        ("forward", 64): "ok",
+        ("train_step", 32): "ok",
+        ("train_step", 64): "oom",
+    }
+    assert "Tried to allocate 3.00 GiB" in timing.loc[("train_step", 64), "note"]
+    assert (timing.loc[timing["status"] == "ok", ["step_ms", "profiled_step_ms"]] > 0).all().all()
+    kernels = pd.read_csv(out)
+    ok = kernels[kernels["status"] == "ok"]
+    assert len(ok) == 3 and (ok["instances"] == 1).all()  # each point's one kernel, from its own range alone
+    assert out.with_name("nano.nsys-rep").exists()
+
+
+def test_a_child_that_dies_leaves_error_rows_that_say_so(tmp_path, monkeypatch, nsys_on_cpu):
+    monkeypatch.setattr(
+        profile.subprocess,
+        "run",
+        lambda command, **_: Path(command[0]).touch() or subprocess.CompletedProcess(command, -9),
+    )
+    out = tmp_path / "2.7B.csv"
+    argv = ["--size", "nano", "--context-lengths", "32", "--modes", "forward", "--profiler", "nsys", "--device", "cpu"]
+    profile.main([*argv, "--out", str(out)])
+    row = pd.read_csv(out).iloc[0]
+    assert row["status"] == "error" and "exited with code -9" in row["note"]
+    assert out.with_name("2_7B.nsys-rep").exists()  # no dot but the extension's: nsys names its report by the stem
+
+
+def test_a_point_named_twice_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        profile.main(["--size", "nano", "--context-lengths", "32,32", "--modes", "forward", "--out", "x.csv"])
+    assert "--context-lengths names a point twice: 32,32" in capsys.readouterr().err

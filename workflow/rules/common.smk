@@ -204,7 +204,7 @@ EXCLUDED = []
 
 
 def matching(targets, patterns):
-    """The targets that match a glob of a grid's list (e.g. results/profile/xl/*)."""
+    """The targets that match a glob of a grid's list (e.g. results/e2e/*/fp32-*)."""
     return [t for t in targets if any(fnmatch.fnmatch(t, pattern) for pattern in patterns)]
 
 

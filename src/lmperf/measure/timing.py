@@ -58,7 +58,7 @@ def release_cached(device: torch.device) -> None:
 def free_memory(device: torch.device) -> None:
     """Collect unreachable reference cycles, then return cached blocks to the device. For what may sit
     in a cycle: an exception's traceback (its frames hold their tensors), a dropped model, optimizer
-    or compiled step. A full collection walks every Python object, 0.1-0.2 s once a model has
+    or compiled step. A full collection walks every Python object, 0.1-0.27 s once a model has
     compiled (notes/one-allocation.md), so code that drops only plain tensors calls
     ``release_cached``."""
     gc.collect()

@@ -348,6 +348,7 @@ def optimizer_graphed_ms(ladder: Ladder, device: torch.device) -> dict[str, floa
     except torch.OutOfMemoryError as error:
         log.warning(f"optimizers alone: no room for the gradients: {str(error).splitlines()[0]}")
         drop_grads()
+        free_memory(device)  # an error's traceback may hold tensors in a cycle
         return times
     for key, optimizer in ladder.optimizers.items():
         try:

@@ -15,7 +15,8 @@ and ranges on the steps ("warmup step", "measured step") and phases ("forward", 
   steps of every point run in one child process under ``nsys profile --trace=cuda,nvtx``, each
   point inside an NVTX range of its own ("point train_step ctx512"); the kernel tables come from
   the report's ``nsys stats`` CSVs (lmperf.measure.nsys), cut at those ranges. The report
-  ``<out stem>.nsys-rep`` is kept beside the CSV for the GUI; the pipeline does not track it.
+  ``<out stem>.nsys-rep`` (a dot in the stem an underscore: ``2_7B.nsys-rep``) is kept beside the
+  CSV for the GUI; the pipeline does not track it.
 - **torch.profiler** (anywhere, the smoke grid's path on a CPU): the profiled steps run in this
   process under torch.profiler; on a CPU the table counts operators' self time.
 
@@ -23,7 +24,8 @@ Either way the same step is also timed in this process with no profiler attached
 overhead is a measured number. Writes <out> (the kernel tables: size, mode, context, range, kernel,
 category, instances, total and mean time, measured steps only) and <out stem>-timing.csv (the
 timings and the profiler's view of the forward pass), one row per point there. A point that runs out
-of memory is an ``oom`` row in both, and the job goes on to the next.
+of memory is an ``oom`` row in both, one that fails otherwise an ``error`` row with the message,
+and the job goes on to the next.
 """
 
 import argparse
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -52,8 +55,21 @@ MODES = grid.PROFILED_MODES
 PROFILERS = ("auto", "nsys", "torch")
 
 
-# A point's outcome: its kernel table and timings, or why it has none (the out-of-memory message).
-Outcome = tuple[pd.DataFrame, dict] | str
+class Failed(NamedTuple):
+    """A point with no profile: ``status`` "oom" (out of memory) or "error", and the message."""
+
+    status: str
+    note: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> "Failed":
+        oom = isinstance(error, torch.OutOfMemoryError)
+        message = str(error).splitlines()[0] if str(error) else ""
+        return cls("oom" if oom else "error", message if oom else f"{type(error).__name__}: {message}")
+
+
+# A point's outcome: its kernel table and timings, or why it has none.
+Outcome = tuple[pd.DataFrame, dict] | Failed
 
 
 def points(args) -> list[argparse.Namespace]:
@@ -108,8 +124,10 @@ def forward_spans_ms(activities: pd.DataFrame, spans, steps: int) -> float:
 
 def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> dict[str, Outcome]:
     """Every point's profiled steps in one child process under nsys, then each point's steps timed
-    here without it."""
-    report = out.with_suffix(".nsys-rep")
+    here without it. A point the child did not finish (it failed, or the child died) is a failed
+    point; the others keep their tables."""
+    report = out.with_name(out.stem.replace(".", "_") + ".nsys-rep")  # nsys names its report by the stem
+    report.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         captured = Path(tmp) / "captured.json"
         child = [
@@ -120,23 +138,26 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> dict[str
             *("--out", str(out), "--capture-json", str(captured)),
         ]
         with phase("profile"):
-            subprocess.run(nsys.profile_command(nsys_path, report, child), check=True)
-        results = json.loads(captured.read_text())
+            code = subprocess.run(nsys.profile_command(nsys_path, report, child)).returncode
+        results = json.loads(captured.read_text()) if captured.exists() else {}
+    if not report.exists():
+        raise RuntimeError(f"nsys wrote no report at {report} (the profiled process exited with code {code})")
     with phase("profile"):
         activities, nvtx_ranges = nsys.read_report(nsys_path, report)
     outcomes = {}
-    for point in points(args):  # after the child: this process holds no GPU memory then
-        result = results[point_range(point)]
-        if result["status"] == "oom":
-            outcomes[point_range(point)] = result["note"]
+    for point in points(args):  # the child has exited: its GPU memory is free
+        name = point_range(point)
+        result = results.get(name, {"status": "error", "note": f"the profiled process exited with code {code} first"})
+        if result["status"] != "ok":
+            outcomes[name] = Failed(result["status"], result["note"])
             continue
         try:
             plain = timed(point, device, named_ranges=False)
-        except torch.OutOfMemoryError as error:
-            outcomes[point_range(point)] = str(error).splitlines()[0]
+            kernels, forward = point_tables(activities, nvtx_ranges, name, args.measured_steps)
+        except RuntimeError as error:
+            outcomes[name] = Failed.of(error)
             continue
-        kernels, forward = point_tables(activities, nvtx_ranges, point_range(point), args.measured_steps)
-        outcomes[point_range(point)] = (
+        outcomes[name] = (
             kernels,
             {
                 "step_ms": summarize_ms(plain)["median_ms"],
@@ -204,16 +225,17 @@ def kernel_forward_ms(kernels: pd.DataFrame, steps: int) -> float:
 
 
 def capture(args, device: torch.device) -> None:
-    """The child under nsys: each point's steps with ranges on, inside the point's own range; their
-    host times (or the OOM) go to JSON."""
+    """The child under nsys: each point's steps with ranges on, inside the point's own range. Their
+    host times, or why a point failed, go to JSON after each point, so a child that dies keeps what
+    it finished."""
     results = {}
     for point in points(args):
         with torch.cuda.nvtx.range(point_range(point)):
             try:
                 results[point_range(point)] = {"status": "ok", "host_s": timed(point, device, named_ranges=True)}
-            except torch.OutOfMemoryError as error:
-                results[point_range(point)] = {"status": "oom", "note": str(error).splitlines()[0]}
-    Path(args.capture_json).write_text(json.dumps(results))
+            except RuntimeError as error:  # out of memory among them
+                results[point_range(point)] = Failed.of(error)._asdict()
+        Path(args.capture_json).write_text(json.dumps(results))
 
 
 def with_torch_profiler_each(args, device: torch.device) -> dict[str, Outcome]:
@@ -222,8 +244,8 @@ def with_torch_profiler_each(args, device: torch.device) -> dict[str, Outcome]:
     for point in points(args):
         try:
             outcomes[point_range(point)] = with_torch_profiler(point, device)
-        except torch.OutOfMemoryError as error:
-            outcomes[point_range(point)] = str(error).splitlines()[0]
+        except RuntimeError as error:
+            outcomes[point_range(point)] = Failed.of(error)
     return outcomes
 
 
@@ -248,6 +270,9 @@ def main(argv=None) -> None:
     p.add_argument("--capture-json", help=argparse.SUPPRESS)  # set by the nsys path for its child
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    for flag, values in (("--context-lengths", args.context_lengths), ("--modes", args.modes)):
+        if len(set(values)) < len(values):
+            p.error(f"{flag} names a point twice: {','.join(map(str, values))}")
     device = resolve_device(args.device)
     if args.capture_json:
         return capture(args, device)
@@ -271,11 +296,11 @@ def main(argv=None) -> None:
             "profiler": "nsys" if profiler == "nsys" else "torch.profiler",
         }
         outcome = outcomes[point_range(point)]
-        if isinstance(outcome, str):
-            row = {**base, "status": "oom", "note": outcome, **env}
+        if isinstance(outcome, Failed):
+            row = {**base, "status": outcome.status, "note": outcome.note, **env}
             kernel_rows.append(row)
             timing_rows.append(row)
-            log.info(f"{args.size} ctx {point.context_length} {point.mode}: out of memory ({outcome})")
+            log.info(f"{args.size} ctx {point.context_length} {point.mode}: {outcome.status} ({outcome.note})")
             continue
         kernels, timing = outcome
         timing["kernel_forward_ms"] = kernel_forward_ms(kernels, args.measured_steps)
