@@ -128,6 +128,7 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> dict[str
     point; the others keep their tables."""
     report = out.with_name(out.stem.replace(".", "_") + ".nsys-rep")  # nsys names its report by the stem
     report.parent.mkdir(parents=True, exist_ok=True)
+    report.unlink(missing_ok=True)  # an earlier run's report must not pass for this one's
     with tempfile.TemporaryDirectory() as tmp:
         captured = Path(tmp) / "captured.json"
         child = [
