@@ -65,9 +65,7 @@ TARGET_KEYS = {
     "attention.compile",
     "allreduce.gloo_world_sizes",
     "allreduce.nccl_world_sizes",
-    "profile.sizes",
-    "profile.context_lengths",
-    "profile.modes",
+    "profile.sizes",  # one target per size: its modes and contexts are the job's params
     "memory.context_lengths",
     "memory.modes",
     "memory.precisions",
