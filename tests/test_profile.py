@@ -216,9 +216,7 @@ def test_one_nsys_report_is_cut_into_its_points_by_their_ranges(nsys_stats):
     """A job's report holds every point, each inside its "point <mode> ctx<n>" range: a point's table
     is the work launched inside its own range, as if it had been profiled alone."""
     activities, spans, alone, _ = nsys_stats
-    ranges = [
-        (name, s, e) for name, s, e in nsys.read_stats({n: NSYS_FIXTURE / f"{n}.csv.gz" for n in nsys.REPORTS})[1]
-    ]
+    ranges = nsys.read_stats({n: NSYS_FIXTURE / f"{n}.csv.gz" for n in nsys.REPORTS})[1]
     first, last = min(s for _, s, _ in ranges), max(e for _, _, e in ranges)
     shift = last - first + 1e3
     later = activities.assign(**{c: activities[c] + shift for c in ("launch", "start", "end")})

@@ -1,6 +1,6 @@
 # Profiling: kernel tables per (size, mode, context), made with Nsight Systems where it is installed
-# (torch.profiler elsewhere), and the same steps timed without a profiler. One target (one process,
-# one nsys session) per size, profiling its modes and contexts one after another. Naive attention is
+# (torch.profiler elsewhere), and the same steps timed without a profiler. One target (one job, one
+# nsys session) per size, profiling its modes and contexts one after another. Naive attention is
 # swapped for its annotated copy (ranges around its stages). nsys's .nsys-rep stays beside the CSV,
 # untracked.
 

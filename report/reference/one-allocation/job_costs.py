@@ -109,9 +109,9 @@ points = costs[costs["job"].str.match(r"benchmarks/profile/[^/]+/")]
 sizes = points.groupby(points["job"].map(per_size)).agg(wall_s=("wall_s", "sum"), points=("wall_s", "size"))
 after = job_wall("profile/after")
 small = "benchmarks/profile/small.tsv"
-saved = (sizes.loc[small, "wall_s"] - after) / (sizes.loc[small, "points"] - 1)
-sizes["source"] = f"profile-one-commit, per-point jobs summed - {saved:.1f} s a point past the first (cuts/profile)"
-sizes["wall_s"] -= saved * (sizes["points"] - 1)
+per_point = (sizes.loc[small, "wall_s"] - after) / (sizes.loc[small, "points"] - 1)
+sizes["source"] = f"profile-one-commit, per-point jobs summed - {per_point:.1f} s a point past the first (cuts/profile)"
+sizes["wall_s"] -= per_point * (sizes["points"] - 1)
 sizes.loc[small, ["wall_s", "source"]] = after, "cuts/profile"
 costs = pd.concat(
     [costs[~costs["job"].isin(points["job"])], sizes.reset_index(names="job")[["job", "source", "wall_s"]]],
