@@ -96,11 +96,12 @@ def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
     split by context, as a dry run."""
     workdir = copy_pipeline(tmp_path)
     counts = dry_run(workdir, "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"))
-    # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each; 4 of them one job per context
-    assert (counts["e2e"], counts["e2e_context"], counts["e2e_join"]) == (16, 4 * 4, 4)
+    # 5 sizes x (fp32 eager, bf16 eager, bf16 compiled), the attentions inside each; fp32 at xl and 2.7B
+    # one job per context
+    assert (counts["e2e"], counts["e2e_context"], counts["e2e_join"]) == (13, 2 * 4, 2)
     assert counts["flash_sweep"] == 8
     assert counts["allreduce"] == 3
-    assert counts["ddp_train"] == 2
+    assert counts["ddp_train"] == 1
     assert counts["profile"] == 5  # one per size, each profiling 4 contexts x 2 modes (Nsight Systems on the H100)
     assert counts["memory"] == 12
 
@@ -123,18 +124,18 @@ def test_profile_exclude_drops_the_targets_its_globs_match(tmp_path):
 def test_the_report_names_what_the_exclude_lists_left_out(tmp_path):
     """An overlay that drops targets by glob hands them to the report, which lists them as not measured."""
     workdir = copy_pipeline(tmp_path)
-    narrow = {"grid": "full", "grids": {"full": {"e2e": {"exclude": ["results/e2e/2.7B/fp32-*"]}}}}
+    narrow = {"grid": "full", "grids": {"full": {"e2e": {"exclude": ["results/e2e/2.7B/bf16-*"]}}}}
     (workdir / "narrow.yaml").write_text(yaml.safe_dump(narrow))
     report = next(
         job for job in dry_run_jobs(workdir, "--configfile", "config.yaml", "narrow.yaml") if job["rule"] == "report"
     )
     missing = re.findall(r"--missing (\S+)", report["shell"])
-    assert missing == ["results/e2e/2.7B/fp32-eager.csv", "results/e2e/2.7B/fp32-compiled.csv"]
+    assert missing == ["results/e2e/2.7B/bf16-eager.csv", "results/e2e/2.7B/bf16-compiled.csv"]
     from lmperf.report.render import left_out
 
     assert left_out(missing)[0] == (
         "Not measured in this run (the grid's `exclude` lists): "
-        "`results/e2e/2.7B/fp32-eager.csv`, `results/e2e/2.7B/fp32-compiled.csv`."
+        "`results/e2e/2.7B/bf16-eager.csv`, `results/e2e/2.7B/bf16-compiled.csv`."
     )
     assert left_out([]) == []
 

@@ -154,6 +154,23 @@ def test_attentions_are_compared_only_in_the_grids_attention_precisions(smoke_ru
     )
 
 
+def test_compiled_runs_only_in_the_grids_compile_precisions(smoke_run):
+    """e2e.compile_precisions: bf16 runs eager and compiled, fp32 eager alone, and the report says so."""
+    config = yaml.safe_load((smoke_run / "config.yaml").read_text())["grids"]["smoke"]["e2e"]
+    e2e = pd.read_csv(smoke_run / "results/e2e.csv")
+    assert config["compile_precisions"] == ["bf16"]
+    assert e2e.groupby("precision")["compile"].agg(set).to_dict() == {"bf16": {"eager", "compiled"}, "fp32": {"eager"}}
+    assert sorted(p.name for p in (smoke_run / "results/e2e/nano").glob("*.csv")) == [
+        "bf16-compiled.csv",
+        "bf16-eager.csv",
+        "fp32-eager.csv",
+    ]
+    assert (
+        "fp32 runs eager alone (the grid's `e2e.compile_precisions` leaves fp32 compiled out"
+        in (smoke_run / "report/final.md").read_text()
+    )
+
+
 def test_smoke_figures_have_data_or_say_why_not(smoke_run):
     report = (smoke_run / "report/final.md").read_text()
     embedded = re.findall(r"\]\((figures/[^)]+\.png)\)", report)
@@ -192,24 +209,24 @@ def test_the_smoke_run_printed_no_exception(smoke_run):
 
 def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
-    # e2e: 5 sizes x 2 precisions x 2 compile modes, each sweeping 4 contexts (3 attentions in bf16, naive in fp32);
+    # e2e: 5 sizes x (fp32 eager, bf16 eager, bf16 compiled), each sweeping 4 contexts (3 attentions in bf16);
     # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
-    # DDP: 2 and 4 ranks, each 2 global batches, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
-    # profile: 5 sizes, each job profiling 4 contexts x 2 modes; ladder: 5 sizes x 2 contexts, timed then checked
+    # DDP: 2 and 4 ranks, each 1 global batch, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
+    # profile: 5 sizes, each job profiling 4 contexts x 2 modes; ladder: 2 sizes x 2 contexts, timed then checked
     assert jobs == {
-        "e2e": 20,
+        "e2e": 15,
         "batch": 2,
         "batch_figures": 1,
-        "ladder_timed": 10,
-        "ladder": 10,
+        "ladder_timed": 4,
+        "ladder": 4,
         "warmup": 40,
         "precision": 3,
         "flash_leaderboard": 1,
         "flash_sweep": 8,
         "allreduce": 6,
         "attention_sweep": 8,
-        "ddp_train": 4,
+        "ddp_train": 2,
         "ddp_sharding": 2,
         "ddp_timeline": 2,
         "memory": 12,

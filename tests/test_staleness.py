@@ -53,6 +53,7 @@ TARGET_KEYS = {
     "e2e.sizes",
     "e2e.precisions",
     "e2e.compile",
+    "e2e.compile_precisions",
     "ladder.sizes",
     "ladder.context_lengths",
     "warmup.sizes",

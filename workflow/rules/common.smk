@@ -199,6 +199,13 @@ def e2e_attentions(precision):
     return E2E["attention"] if precision in compared else ["naive"]
 
 
+def e2e_compiles(precision):
+    """The compile modes a target of this precision runs: all of e2e.compile in the precisions of
+    e2e.compile_precisions (every precision where it is not set), else eager alone."""
+    compared = E2E.get("compile_precisions", E2E["precisions"])
+    return [c for c in E2E["compile"] if precision in compared or c == "eager"]
+
+
 # What the grids' ``exclude`` lists leave out of this run, for the report to name.
 EXCLUDED = []
 

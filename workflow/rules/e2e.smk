@@ -3,15 +3,15 @@
 # per context, for a target split by context).
 
 
-# The product of the grid's dimensions, less any target matching a glob of e2e.exclude (for example
-# "results/e2e/*/fp32-*" to time bf16 only).
+# The product of the grid's dimensions (compiled only in e2e.compile_precisions), less any target
+# matching a glob of e2e.exclude (for example "results/e2e/*/fp32-*" to time bf16 only).
 E2E_TARGETS = excluding(
-    expand(
-        "results/e2e/{size}/{precision}-{compile}.csv",
-        size=E2E["sizes"],
-        precision=E2E["precisions"],
-        compile=E2E["compile"],
-    ),
+    [
+        f"results/e2e/{size}/{precision}-{compile}.csv"
+        for size in E2E["sizes"]
+        for precision in E2E["precisions"]
+        for compile in e2e_compiles(precision)
+    ],
     E2E.get("exclude", []),
 )
 

@@ -98,6 +98,7 @@ def _method(e2e: pd.DataFrame) -> str:
         "*Compiled* means each Transformer block under `torch.compile` (regional compilation); *forward* is "
         "inference under `torch.no_grad()`; *train step* is forward, cross-entropy, backward and the optimizer step."
         + naive_alone(e2e)
+        + eager_alone(e2e)
     )
     if gpu_bound(e2e).empty:
         return (
@@ -344,6 +345,22 @@ def naive_alone(e2e: pd.DataFrame) -> str:
     return (
         f" {' and '.join(alone)} {verb} naive attention alone (the grid's `e2e.attention_precisions`), so no "
         f"attention is compared in {it}."
+    )
+
+
+def eager_alone(e2e: pd.DataFrame) -> str:
+    """The precisions that ran eager alone while another ran compiled too (the grid's
+    ``e2e.compile_precisions``), in words; "" where every precision ran the same modes."""
+    ran = e2e.groupby("precision")["compile"].agg(set)
+    alone = [p for p in grid.PRECISIONS if p in ran and ran[p] == {"eager"}]
+    if not alone or len(alone) == len(ran):
+        return ""
+    compiled = [p for p in grid.PRECISIONS if p in ran and p not in alone]
+    verb = "runs" if len(alone) == 1 else "run"
+    return (
+        f" {' and '.join(alone)} {verb} eager alone (the grid's `e2e.compile_precisions` leaves "
+        f"{' and '.join(alone)} compiled out to keep the run short), so torch.compile's speed-up is measured in "
+        f"{' and '.join(compiled)} alone."
     )
 
 

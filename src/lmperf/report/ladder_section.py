@@ -529,6 +529,20 @@ def agreement(ladder: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
     ]
 
 
+def sizes_left_out(ladder: pd.DataFrame, e2e: pd.DataFrame | None) -> str:
+    """The model sizes e2e measures and the ladder does not (the grid's ``ladder.sizes``), in words."""
+    if e2e is None or e2e.empty:
+        return ""
+    ran = list(dict.fromkeys(sort_by_size(ladder, ["size"])["size"]))
+    left = [s for s in dict.fromkeys(sort_by_size(e2e, ["size"])["size"]) if s not in ran]
+    if not left:
+        return ""
+    return (
+        f"The grid's `ladder.sizes` runs the ladder at {' and '.join(ran)} and leaves out {', '.join(left)}, "
+        "which e2e measures, to keep the run short."
+    )
+
+
 def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None, e2e: pd.DataFrame | None = None) -> str:
     mfu = (
         " MFU is against the bf16 dense peak for every rung (so it ranks rungs as their speed does); train-step "
@@ -536,6 +550,7 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None, e2e: pd.Da
         if "mfu" in ladder and ladder["mfu"].notna().any()
         else ""
     )
+    left_out = sizes_left_out(ladder, e2e)
     out = [
         "## How fast can it train?",
         "",
@@ -546,6 +561,7 @@ def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None, e2e: pd.Da
         "",
         *rung_list(ladder),
         "",
+        *([left_out, ""] if left_out else []),
         "![The roofline ladder](figures/ladder_waterfall.png)",
         "",
     ]
