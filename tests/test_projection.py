@@ -81,10 +81,11 @@ def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
     assert total["wall_min"] == pytest.approx(20 / 60)
 
 
-def test_the_committed_projection_is_recomputed_from_its_committed_files():
-    grid = pd.read_csv(SLICE / "jobs.csv")
+@pytest.mark.parametrize("grid_name", ["", "-wide"])  # the full grid, and with wide.yaml's overlay
+def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_name):
+    grid = pd.read_csv(SLICE / f"jobs{grid_name}.csv")
     costs = pd.read_csv(SLICE / "job_costs.csv")
-    committed = pd.read_csv(SLICE / "projection.csv")
+    committed = pd.read_csv(SLICE / f"projection{grid_name}.csv")
     recomputed = summary(project(grid, costs), int(committed["gpus"].iloc[0]))
     pd.testing.assert_frame_equal(recomputed.reset_index(drop=True), committed, check_dtype=False)
 

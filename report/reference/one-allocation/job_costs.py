@@ -2,7 +2,8 @@
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
 fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's
 jobs less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size
-as cuts/profile measured."""
+as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc) and the DDP
+jobs of ../ddp-ranks replace their earlier costs."""
 
 import re
 import sys
@@ -117,5 +118,26 @@ costs = pd.concat(
     [costs[~costs["job"].isin(points["job"])], sizes.reset_index(names="job")[["job", "source", "wall_s"]]],
     ignore_index=True,
 )
+
+# Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), and the DDP jobs of
+# ../ddp-ranks/ (292df6d, H200s): these replace every earlier cost of the same job. The 2.7B ladder
+# job at context 1024 was stopped by its call's limit after 540 s (snakemake-2.log): that is charged,
+# a lower bound.
+later = [
+    {"job": "benchmarks/" + str(tsv.relative_to(base)), "wall_s": wall(tsv), "source": source}
+    for base, source in (
+        (here / "head-8f96bdc/benchmarks", "head-8f96bdc"),
+        (here.parent / "ddp-ranks/benchmarks", "ddp-ranks"),
+    )
+    for tsv in sorted(base.rglob("*.tsv"))
+]
+later.append(
+    {
+        "job": "benchmarks/ladder/2.7B/ctx1024-timed.tsv",
+        "wall_s": 540.0,
+        "source": "head-8f96bdc, stopped at 540 s: a lower bound",
+    }
+)
+costs = pd.concat([costs, pd.DataFrame(later)], ignore_index=True).drop_duplicates("job", keep="last")
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
