@@ -157,3 +157,13 @@ def test_the_wide_overlay_adds_back_what_the_full_grid_leaves_out(tmp_path):
     assert {k: v for k, v in wide.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")} == {
         k: v for k, v in full.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")
     }
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_device_setting_decides_where_the_studies_measure(tmp_path, device):
+    """Every study that takes --device is told the grid's device, which also files its results."""
+    jobs = dry_run_jobs(copy_pipeline(tmp_path), "--forceall", "--config", "grid=smoke", f"device={device}")
+    studies = [job for job in jobs if "python -m lmperf.studies." in job["shell"]]
+    told = {job["rule"] for job in studies if f"--device {device} " in job["shell"]}
+    assert told == {job["rule"] for job in studies} - {"flash_leaderboard", "flash_sweep", "precision"}
+    assert {"e2e", "warmup", "batch", "ladder_timed", "ladder", "memory", "profile", "attention_sweep"} <= told

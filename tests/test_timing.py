@@ -331,3 +331,13 @@ def test_a_capture_that_fails_otherwise_is_not_tried_again(monkeypatch):
     with pytest.raises(timing.GraphUnavailable, match="need a CUDA device"):
         timing.capture_graph(lambda: None, torch.device("cpu"))
     assert tries == [1]
+
+
+def test_a_cuda_device_where_none_is_visible_is_refused_with_the_setting_named(monkeypatch):
+    from lmperf.measure.timing import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(SystemExit, match=r"--device cuda: no CUDA GPU is visible here \(CUDA_VISIBLE_DEVICES=\)"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == resolve_device("cpu") == torch.device("cpu")

@@ -31,7 +31,7 @@ rule batch:
         settle_seconds=BATCH["settle_seconds"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.batch --size {wildcards.size} --context-length {params.context_length}"
+        "python -m lmperf.studies.batch --device {params.device} --size {wildcards.size} --context-length {params.context_length}"
         " --batch-sizes {params.batch_sizes} --precision {params.precision} {params.compile_flag}"
         " --attention {params.attention} --warmup-steps {params.warmup_steps}"
         " --measured-steps {params.measured_steps} --ci-halfwidth {params.ci_halfwidth}"

@@ -52,7 +52,7 @@ rule e2e:
         physics_slack=E2E["physics_slack"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.e2e --size {wildcards.size} --context-lengths {params.context_lengths}"
+        "python -m lmperf.studies.e2e --device {params.device} --size {wildcards.size} --context-lengths {params.context_lengths}"
         " --precision {wildcards.precision} {params.compile_flag} --attention {params.attention}"
         " --batch-size {params.batch_size} --optimizer {params.optimizer}"
         " --warmup-steps {params.warmup_steps} --measured-steps {params.measured_steps}"
@@ -125,7 +125,7 @@ rule warmup:
         batch_size=E2E["batch_size"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.e2e --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
+        "python -m lmperf.studies.e2e --device {params.device} --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
         " --modes {wildcards.mode} --batch-size {params.batch_size} --no-graph --max-seconds 0"
         " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"
         " --out {output} > {log} 2>&1"

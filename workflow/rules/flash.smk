@@ -89,6 +89,6 @@ rule attention_sweep:
         warmup=ATTN["warmup"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.attention_sweep --d {wildcards.d} --seq-lengths {params.seq_lengths}"
+        "python -m lmperf.studies.attention_sweep --device {params.device} --d {wildcards.d} --seq-lengths {params.seq_lengths}"
         " {params.compile_flag} --batch {params.batch} --steps {params.steps} --warmup {params.warmup}"
         " --out {output} > {log} 2>&1"

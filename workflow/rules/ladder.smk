@@ -36,7 +36,7 @@ rule ladder_timed:
         settle_seconds=LADDER["settle_seconds"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.ladder --part timed --size {wildcards.size} --context-length {wildcards.ctx}"
+        "python -m lmperf.studies.ladder --device {params.device} --part timed --size {wildcards.size} --context-length {wildcards.ctx}"
         " --batch-size {params.batch_size} --warmup-steps {params.warmup_steps}"
         " --measured-steps {params.measured_steps} --ci-halfwidth {params.ci_halfwidth}"
         " --max-seconds {params.max_seconds} --settle-seconds {params.settle_seconds} --out {output} > {log} 2>&1"
@@ -67,7 +67,7 @@ rule ladder:
         power_limit_share=LADDER["power_limit_share"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.ladder --part checked --timed {input.timed} --size {wildcards.size}"
+        "python -m lmperf.studies.ladder --device {params.device} --part checked --timed {input.timed} --size {wildcards.size}"
         " --context-length {wildcards.ctx} --batch-size {params.batch_size} --check-steps {params.check_steps}"
         " --settle-seconds {params.settle_seconds} --loss-tolerance {params.loss_tolerance}"
         " --power-limit-share {params.power_limit_share}"

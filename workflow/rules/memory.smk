@@ -36,7 +36,7 @@ rule memory:
         e2e_agreement=MEMORY["e2e_agreement"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.memory --size {params.size} --context-length {wildcards.ctx}"
+        "python -m lmperf.studies.memory --device {params.device} --size {params.size} --context-length {wildcards.ctx}"
         " --mode {wildcards.mode} --precision {wildcards.precision} --steps {params.steps}"
         " --e2e-agreement {params.e2e_agreement} --out {output.summary} > {log} 2>&1"
 

@@ -33,6 +33,6 @@ rule profile:
         profiler=PROFILE["profiler"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
-        "python -m lmperf.studies.profile --size {wildcards.size} --context-lengths {params.context_lengths}"
+        "python -m lmperf.studies.profile --device {params.device} --size {wildcards.size} --context-lengths {params.context_lengths}"
         " --modes {params.modes} --warmup-steps {params.warmup} --measured-steps {params.steps}"
         " --profiler {params.profiler} --out {output.kernels} > {log} 2>&1"

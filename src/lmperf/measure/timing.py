@@ -15,6 +15,7 @@ Python's garbage collector is paused while timing, as ``timeit`` does.
 """
 
 import gc
+import os
 import timeit
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -37,9 +38,16 @@ def host_bound(launched_ms: float, graphed_ms: float, threshold: float = HOST_BO
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    """The device a study measures on: ``auto`` is CUDA where a GPU is visible, else the CPU. A CUDA
+    device asked for where none is visible is refused: the pipeline's ``device`` setting says where
+    its results were measured, and a row measured elsewhere would be filed under the wrong one."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        raise SystemExit(f"--device {name}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES={visible})")
+    return device
 
 
 def synchronize(device: torch.device) -> None:
