@@ -167,3 +167,21 @@ def test_the_device_setting_decides_where_the_studies_measure(tmp_path, device):
     told = {job["rule"] for job in studies if f"--device {device} " in job["shell"]}
     assert told == {job["rule"] for job in studies} - {"flash_leaderboard", "flash_sweep", "precision"}
     assert {"e2e", "warmup", "batch", "ladder_timed", "ladder", "memory", "profile", "attention_sweep"} <= told
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--context-lengths", "32,64,32", "32 named twice in '32,64,32'"),
+        ("--attention", "naive,naive", "naive named twice"),
+    ],
+)
+def test_a_study_refuses_a_point_named_twice(capsys, flag, value, said):
+    """A point named twice would be measured twice and written as two rows of one point."""
+    from lmperf.studies import e2e
+
+    args = ["--size", "nano", "--context-lengths", "32", "--attention", "naive", "--out", "x.csv"]
+    args[args.index(flag) + 1] = value
+    with pytest.raises(SystemExit):
+        e2e.main(args)
+    assert f"argument {flag}: {said}" in capsys.readouterr().err

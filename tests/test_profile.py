@@ -322,4 +322,4 @@ def test_a_child_that_dies_leaves_error_rows_that_say_so(tmp_path, monkeypatch, 
 def test_a_point_named_twice_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         profile.main(["--size", "nano", "--context-lengths", "32,32", "--modes", "forward", "--out", "x.csv"])
-    assert "--context-lengths names a point twice: 32,32" in capsys.readouterr().err
+    assert "argument --context-lengths: 32 named twice in '32,32'" in capsys.readouterr().err

@@ -11,6 +11,15 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return once(values, text)
+
+
+def once(values: tuple, text: str) -> tuple:
+    """``values`` if none is named twice: a point named twice would be measured twice and written as
+    two rows of one point."""
+    twice = sorted({v for v in values if values.count(v) > 1}, key=values.index)
+    if twice:
+        raise argparse.ArgumentTypeError(f"{', '.join(map(str, twice))} named twice in {text!r}")
     return values
 
 
@@ -24,6 +33,6 @@ def choice_list(choices):
             raise argparse.ArgumentTypeError(
                 f"unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose from {', '.join(choices)}"
             )
-        return values
+        return once(values, text)
 
     return parse

@@ -271,9 +271,6 @@ def main(argv=None) -> None:
     p.add_argument("--capture-json", help=argparse.SUPPRESS)  # set by the nsys path for its child
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    for flag, values in (("--context-lengths", args.context_lengths), ("--modes", args.modes)):
-        if len(set(values)) < len(values):
-            p.error(f"{flag} names a point twice: {','.join(map(str, values))}")
     device = resolve_device(args.device)
     if args.capture_json:
         return capture(args, device)
