@@ -97,12 +97,11 @@ def test_reference_overlay_selects_what_the_reference_run_measured(tmp_path):
     split by context, as a dry run."""
     workdir = copy_pipeline(tmp_path)
     counts = dry_run(workdir, "--configfile", "config.yaml", str(ROOT / "report/reference/h100.yaml"))
-    # 5 sizes x (fp32 eager, bf16 eager, bf16 compiled), the attentions inside each; fp32 at xl and 2.7B
-    # one job per context
-    assert (counts["e2e"], counts["e2e_context"], counts["e2e_join"]) == (13, 2 * 4, 2)
+    # 5 sizes x 2 precisions x 2 compile modes, the attentions inside each; 4 of them one job per context
+    assert (counts["e2e"], counts["e2e_context"], counts["e2e_join"]) == (16, 4 * 4, 4)
     assert counts["flash_sweep"] == 8
     assert counts["allreduce"] == 3
-    assert counts["ddp_train"] == 1
+    assert counts["ddp_train"] == 2
     assert counts["profile"] == 5  # one per size, each profiling 4 contexts x 2 modes (Nsight Systems on the H100)
     assert counts["memory"] == 12
 
@@ -147,13 +146,13 @@ def test_e2e_exclude_must_be_a_list_of_globs():
 
 
 def test_the_wide_overlay_adds_back_what_the_full_grid_leaves_out(tmp_path):
-    """wide.yaml: the ladder at all five sizes, fp32 compiled e2e targets and DDP at global batch 4."""
+    """wide.yaml: the ladder at all five sizes and fp32 compiled e2e targets; the rest as the full grid."""
     workdir = copy_pipeline(tmp_path)
     shutil.copy(ROOT / "wide.yaml", workdir)
     full = dry_run(workdir, "--config", "grid=full")
     wide = dry_run(workdir, "--configfile", "config.yaml", "wide.yaml")
     assert (full["e2e"], full["ladder_timed"], full["ladder"], full["ddp_train"]) == (15, 4, 4, 2)
-    assert (wide["e2e"], wide["ladder_timed"], wide["ladder"], wide["ddp_train"]) == (20, 10, 10, 4)
+    assert (wide["e2e"], wide["ladder_timed"], wide["ladder"], wide["ddp_train"]) == (20, 10, 10, 2)
     assert {k: v for k, v in wide.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")} == {
         k: v for k, v in full.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")
     }

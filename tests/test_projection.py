@@ -81,7 +81,7 @@ def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
     assert total["wall_min"] == pytest.approx(20 / 60)
 
 
-@pytest.mark.parametrize("grid_name", ["", "-wide"])  # the full grid, and with wide.yaml's overlay
+@pytest.mark.parametrize("grid_name", ["", "-wide"], ids=["full", "wide"])  # wide: with wide.yaml's overlay
 def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_name):
     grid = pd.read_csv(SLICE / f"jobs{grid_name}.csv")
     costs = pd.read_csv(SLICE / "job_costs.csv")

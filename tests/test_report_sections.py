@@ -443,3 +443,14 @@ def test_the_flash_section_states_the_published_anchor_from_its_file(tmp_path):
     assert line.endswith("Ours at the leaderboard shape, causal forward at d 64: 379 TF/s (the table above).")
     assert flash_section.published_anchor(ran.assign(status="skipped"), paper) == []
     assert flash_section.PUBLISHED.exists()
+
+
+def test_the_e2e_method_names_a_precision_that_ran_eager_alone():
+    from lmperf.report.e2e_section import eager_alone
+
+    rows = pd.DataFrame({"precision": ["fp32", "bf16", "bf16"], "compile": ["eager", "eager", "compiled"]})
+    assert eager_alone(rows).startswith(" fp32 ran eager alone in this run (the grid's `e2e.compile_precisions`")
+    assert eager_alone(rows).endswith("so torch.compile's speed-up is measured in bf16 alone.")
+    assert eager_alone(rows[rows["precision"] == "bf16"]) == ""  # one precision: nothing to say
+    both = pd.concat([rows, rows.assign(precision="fp32", compile="compiled").iloc[:1]])
+    assert eager_alone(both) == ""  # every precision compiled

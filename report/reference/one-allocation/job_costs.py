@@ -119,8 +119,8 @@ costs = pd.concat(
     ignore_index=True,
 )
 
-# Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), and the DDP jobs of
-# ../ddp-ranks/ (292df6d, H200s): these replace every earlier cost of the same job. The 2.7B ladder
+# Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), and the 4-rank DDP jobs
+# of ../ddp-ranks/ (292df6d, H200s): these replace every earlier cost of the same job. The 2.7B ladder
 # job at context 1024 was stopped by its call's limit after 540 s (snakemake-2.log): that is charged,
 # a lower bound.
 later = [
@@ -130,6 +130,7 @@ later = [
         (here.parent / "ddp-ranks/benchmarks", "ddp-ranks"),
     )
     for tsv in sorted(base.rglob("*.tsv"))
+    if source != "ddp-ranks" or "-n4" in tsv.name  # its 2-rank job ran narrowed; memory-ddp's did not
 ]
 later.append(
     {
@@ -139,5 +140,18 @@ later.append(
     }
 )
 costs = pd.concat([costs, pd.DataFrame(later)], ignore_index=True).drop_duplicates("job", keep="last")
+# Costs measured under other settings than the full grid's, charged as measured and named: ddp-ranks
+# ran at most 12 steps and 6 s a comparison (the grid: 20 and 20 s) and six timeline variants (the
+# grid: two); the 2-rank sharding and timeline jobs ran at global batch 4 (the grid's smallest is now
+# 16); the 2.7B checks at context 1024 ran on an H100, where the fp32 rungs ran out of memory (on a
+# larger GPU they run).
+named = {
+    r"benchmarks/ddp/train-n4-b16": "; narrowed: 12 steps, 6 s a comparison (a lower bound)",
+    r"benchmarks/ddp/timeline-n4": "; six variants where the grid times two",
+    r"benchmarks/ddp/(sharding|timeline)-n2": "; at global batch 4 (a lower bound)",
+    r"benchmarks/ladder/2\.7B/ctx1024\.tsv": "; fp32 rungs out of memory on the H100 (a lower bound)",
+}
+for pattern, why in named.items():
+    costs.loc[costs["job"].str.match(pattern), "source"] += why
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))

@@ -530,7 +530,7 @@ def agreement(ladder: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
 
 
 def sizes_left_out(ladder: pd.DataFrame, e2e: pd.DataFrame | None) -> str:
-    """The model sizes e2e measures and the ladder does not (the grid's ``ladder.sizes``), in words."""
+    """The model sizes e2e measured and the ladder did not (the grid's ``ladder.sizes``), in words."""
     if e2e is None or e2e.empty:
         return ""
     ran = list(dict.fromkeys(sort_by_size(ladder, ["size"])["size"]))
@@ -538,9 +538,15 @@ def sizes_left_out(ladder: pd.DataFrame, e2e: pd.DataFrame | None) -> str:
     if not left:
         return ""
     return (
-        f"The grid's `ladder.sizes` runs the ladder at {' and '.join(ran)} and leaves out {', '.join(left)}, "
-        "which e2e measures, to keep the run short."
+        f"This run's ladder ran at {words(ran)}, not at {words(left)}, which e2e measured (the grid's "
+        "`ladder.sizes`: the full grid runs the smallest and the largest model to save time; `wide.yaml` runs "
+        "every size)."
     )
+
+
+def words(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def render(ladder: pd.DataFrame, kernels: pd.DataFrame | None = None, e2e: pd.DataFrame | None = None) -> str:
