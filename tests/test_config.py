@@ -146,13 +146,13 @@ def test_e2e_exclude_must_be_a_list_of_globs():
 
 
 def test_the_wide_overlay_adds_back_what_the_full_grid_leaves_out(tmp_path):
-    """wide.yaml: the ladder at all five sizes and fp32 compiled e2e targets; the rest as the full grid."""
+    """wide.yaml: the ladder at all five sizes, fp32 compiled e2e targets and DDP at global batch 4."""
     workdir = copy_pipeline(tmp_path)
     shutil.copy(ROOT / "wide.yaml", workdir)
     full = dry_run(workdir, "--config", "grid=full")
     wide = dry_run(workdir, "--configfile", "config.yaml", "wide.yaml")
     assert (full["e2e"], full["ladder_timed"], full["ladder"], full["ddp_train"]) == (15, 4, 4, 2)
-    assert (wide["e2e"], wide["ladder_timed"], wide["ladder"], wide["ddp_train"]) == (20, 10, 10, 2)
+    assert (wide["e2e"], wide["ladder_timed"], wide["ladder"], wide["ddp_train"]) == (20, 10, 10, 4)
     assert {k: v for k, v in wide.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")} == {
         k: v for k, v in full.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")
     }

@@ -338,6 +338,10 @@ def test_a_cuda_device_where_none_is_visible_is_refused_with_the_setting_named(m
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
     with pytest.raises(SystemExit, match=r"--device cuda: no CUDA GPU is visible here \(CUDA_VISIBLE_DEVICES=\)"):
         resolve_device("cuda")
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(SystemExit, match=r"--device cuda:1: torch \S+ is built without CUDA here"):
+        resolve_device("cuda:1")
     assert resolve_device("auto") == resolve_device("cpu") == torch.device("cpu")

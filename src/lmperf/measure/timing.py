@@ -46,7 +46,12 @@ def resolve_device(name: str = "auto") -> torch.device:
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
-        raise SystemExit(f"--device {name}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES={visible})")
+        why = (
+            f"torch {torch.__version__} is built without CUDA"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
+        raise SystemExit(f"--device {name}: {why} here (CUDA_VISIBLE_DEVICES={visible})")
     return device
 
 
