@@ -90,6 +90,7 @@ NEW_ITEMS = {
     "implementations": "naive",
     "head_dims": 32,
     "timeline_variants": "flat",
+    "compile_precisions": "fp32",  # at least one: an added precision is new compiled targets
 }
 SWAPS = {"lmperf": "torch_fused", "auto": "torch", "nano": "tiny", "bf16": "fp32", "compiled": "eager", "naive": "sdpa"}
 
