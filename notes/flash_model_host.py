@@ -1,3 +1,5 @@
+# pinned: 70d6058e3731  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_attention._forward, _signature, _outputs, _heads_view, _PLANS, _Forward
 """Host time of one attention call in the model, launched: ours against SDPA, and ours piece by piece.
 
 The e2e rows with our attention, launched, are host-bound at small and medium, and a few microseconds

@@ -93,9 +93,10 @@ def test_every_attention_variant_is_graphed(compiled):
         assert row["graphed_median_ms"] <= row["median_ms"] * 1.05, row
 
 
-def test_interleaved_graphs_need_about_one_step_of_memory():
-    """The variants' graphs share one pool, and only the first capture warms up outside it: a warm-up
-    beside a captured graph needs a second step's memory, which at 2.7B, context 1024 does not fit."""
+def test_a_point_needs_about_one_step_of_memory_beside_the_model():
+    """The variants' graphs are captured one at a time, each dropped after its block, and only the
+    first capture warms up: a warm-up beside a captured graph needs a second step's memory, which at
+    2.7B, context 1024 does not fit."""
     model = build_model("small", 512, CUDA)
     optimizer = make_optimizer("lmperf", model.parameters())
     tokens, targets = random_batch(model.cfg.vocab_size, 8, 512, CUDA)

@@ -174,3 +174,53 @@ def test_write_rows_requires_a_known_status(tmp_path):
     with pytest.raises(ValueError, match="status"):
         write_rows([{"a": 1, "status": "fine"}], tmp_path / "x.csv")
     assert not Path(tmp_path / "x.csv").exists()
+
+
+def test_replays_take_turns_in_held_blocks_one_graph_at_a_time(monkeypatch):
+    """On a CPU, with a stand-in capture (the launched step as its own "replay"): the launched steps of
+    a point's variants are timed interleaved in one pass; then each variant's replays take TURNS turns,
+    A B A B, block by block, each block held before it is timed and captured only once the last
+    variant's graph is gone (one graph at a time), and each row carries its own turns."""
+    from lmperf.measure import turns
+
+    events, live = [], set()
+
+    def capture(step, device, warmup_steps, after_warmup):
+        assert not live, "a capture while another variant's graph is alive"
+        live.add(step)
+        events.append("capture")
+        return step
+
+    measured, held = turns.measure, turns.hold
+
+    def timed(steps, *args, **kwargs):
+        events.append(("time", *steps))
+        return measured(steps, *args, **kwargs)
+
+    def hold(step, device, seconds):
+        events.append("hold")
+        return held(step, device, seconds)
+
+    monkeypatch.setattr(harness, "capture_graph", capture)
+    monkeypatch.setattr(harness, "release_cached", lambda device: live.clear())
+    monkeypatch.setattr(turns, "measure", timed)
+    monkeypatch.setattr(turns, "hold", hold)
+    spec = BenchmarkSpec(
+        "nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(4, rel_halfwidth=0.5, max_seconds=0)
+    )
+    rows = {r["attention"]: r for r in run_benchmark(spec, modes=("forward",), device=CPU)}
+
+    assert events == ["capture", "hold", ("time", "naive"), "capture", "hold", ("time", "sdpa")] * turns.TURNS
+    for row in rows.values():
+        assert row["status"] == "ok" and row["graphed_turns"] == turns.TURNS, row
+        assert len(row["graphed_turn_ms"].split(";")) == turns.TURNS
+        assert row["graphed_n_steps"] >= spec.budget.min_steps  # the blocks' steps pooled: each block runs half
+        assert row["n_steps"] >= spec.budget.min_steps and row["graphed_median_ms"] > 0
+
+
+def test_a_graph_that_cannot_be_captured_is_tried_once_and_named():
+    """On a CPU no step can be captured: each row says why, with no graphed time and no turns."""
+    spec = BenchmarkSpec("nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
+    for row in run_benchmark(spec, modes=("forward",), device=CPU):
+        assert row["status"] == "ok" and "CUDA graphs need a CUDA device" in row["note"]
+        assert pd.isna(row["graphed_median_ms"]) and "graphed_turns" not in row

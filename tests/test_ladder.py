@@ -402,14 +402,14 @@ def test_adamw_inside_the_backward_is_the_same_step_and_leaves_other_steps_alone
 
 def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(monkeypatch, tmp_path):
     """The replay order on a CPU, with a stand-in capture (the launched step as its own "replay"):
-    every rung takes ROUNDS turns, A B A B, block by block, no kernel profile or loss check runs before
+    every rung takes TURNS turns, A B A B, block by block, no kernel profile or loss check runs before
     the last turn is timed (a profile was followed by the power limit, notes/ladder-power.md), and
     every capture starts from the initial weights."""
-    from lmperf.measure import Budget
+    from lmperf.measure import Budget, turns
     from lmperf.studies import ladder as study
 
     events = []
-    measure = study.measure
+    measure = turns.measure
 
     def timed(steps, *args, **kwargs):
         events.append(("time", *steps))
@@ -420,7 +420,7 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
         return pd.DataFrame({"kernel": ["k"], "category": ["gemm"], "calls_per_step": [1.0], "ms_per_step": [1.0]})
 
     monkeypatch.setattr(Rung, "gpu_only", property(lambda self: ""))
-    monkeypatch.setattr(study, "measure", timed)
+    monkeypatch.setattr(turns, "measure", timed)
     monkeypatch.setattr(study, "kernel_times", profiled)
     loss, made = study.Ladder.loss, []
     monkeypatch.setattr(study.Ladder, "loss", lambda self: events.append(("check",)) or loss(self))
@@ -445,20 +445,20 @@ def test_graphed_rungs_take_turns_and_every_replay_is_timed_before_a_profile(mon
     rows = {row["rung"]: row for row in rows}
 
     replays = [i for i, e in enumerate(events) if e[0] == "time" and e[1] != "a"]
-    assert [events[i][1] for i in replays] == ["b", "c"] * study.ROUNDS
+    assert [events[i][1] for i in replays] == ["b", "c"] * study.TURNS
     while_timed = events[replays[0] : replays[-1]]
     assert ("profile",) not in while_timed and ("check",) not in while_timed
     after = events[replays[-1] :]
     assert after.count(("profile",)) == 2 and after.count(("check",)) == 1 + 3  # the initial loss, then each rung's
-    assert events.count(("capture", True)) == 2 * study.ROUNDS + 2  # turns, then profile and check
+    assert events.count(("capture", True)) == 2 * study.TURNS + 2  # turns, then profile and check
     assert ("capture", False) not in events  # each from the initial weights, not those the last turn trained
     for name in ("b", "c"):
-        assert rows[name]["replay_turns"] == study.ROUNDS and rows[name]["status"] == "ok"
-        assert len(rows[name]["replay_turn_ms"].split(";")) == study.ROUNDS
+        assert rows[name]["replay_turns"] == study.TURNS and rows[name]["status"] == "ok"
+        assert len(rows[name]["replay_turn_ms"].split(";")) == study.TURNS
         assert rows[name]["loss_after_check"] < rows[name]["initial_loss"]
     assert "replay_turns" not in rows["a"]  # a launched rung replays only on a GPU
-    assert [e[1] for e in events if e[0] == "time"] == ["a", "b", "c"] * study.ROUNDS  # turns, block by block
-    assert rows["a"]["launched_turns"] == study.ROUNDS and rows["a"]["n_steps"] >= 2 * study.ROUNDS
+    assert [e[1] for e in events if e[0] == "time"] == ["a", "b", "c"] * study.TURNS  # turns, block by block
+    assert rows["a"]["launched_turns"] == study.TURNS and rows["a"]["n_steps"] >= 2 * study.TURNS
     assert rows["a"]["forward_ms"] > 0 and rows["a"]["loss_after_check"] < rows["a"]["initial_loss"]
 
 

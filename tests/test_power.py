@@ -11,8 +11,8 @@ from lmperf import registry
 from lmperf.measure import power
 from lmperf.measure.power import SETTLE_WINDOW_S, Samples, hold, nvidia_smi_id, sampled
 from lmperf.measure.timing import Timings
+from lmperf.measure.turns import Turn, pooled, turn_columns
 from lmperf.report.ladder_section import power_sentences, turn_sentences
-from lmperf.studies.ladder import Turn, pooled, turn_columns
 
 STAND_IN = """#!/usr/bin/env bash
 # nvidia-smi as the sampler calls it: -i ID --query-gpu=... --format=... -lms MS

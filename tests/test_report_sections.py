@@ -454,3 +454,42 @@ def test_the_e2e_method_names_a_precision_that_ran_eager_alone():
     assert eager_alone(rows[rows["precision"] == "bf16"]) == ""  # one precision: nothing to say
     both = pd.concat([rows, rows.assign(precision="fp32", compile="compiled").iloc[:1]])
     assert eager_alone(both) == ""  # every precision compiled
+
+
+def test_replays_taken_in_turns_are_compared_unpaired():
+    """Replay i of one variant stands beside replay i of the other only where the replays were
+    interleaved step by step; replays timed in turns of blocks (``graphed_turns``) are resampled apart.
+    Two variants with the same times step for step: paired, the ratio's CI is exactly 1; unpaired, it
+    is as wide as the spread of either."""
+    from lmperf.report.e2e_analysis import attention_ratios
+
+    times = ";".join(str(20.0 + i) for i in range(10))
+    point = {"size": "small", "params": 1e8, "context_length": 128, "precision": "bf16", "compile": "compiled"}
+    rows = pd.DataFrame(
+        [
+            {
+                **point,
+                "attention": a,
+                "mode": "train_step",
+                "status": "ok",
+                "graphed_median_ms": 24.5,
+                "graphed_step_times_ms": times,
+            }  # fmt: skip
+            for a in ("naive", "flash_triton")
+        ]
+    )
+    (paired,) = attention_ratios(rows).itertuples()
+    assert paired.ci95_low == paired.ci95_high == 1.0
+    (apart,) = attention_ratios(rows.assign(graphed_turns=2)).itertuples()
+    assert apart.ci95_low < 0.9 and apart.ci95_high > 1.1 and not apart.resolved
+
+
+def test_the_e2e_method_says_how_the_replays_took_turns():
+    from lmperf.report.e2e_section import replay_turns
+
+    rows = pd.DataFrame(
+        [{"status": "ok", "graphed_median_ms": 1.0, "graphed_turns": 2, "settle_seconds": 2.0, "attention": "naive"}]
+    )
+    sentence = replay_turns(rows)
+    assert "take 2 turns in blocks" in sentence and "at most 2.0 s" in sentence
+    assert "interleaved step by step, A B A B." in replay_turns(rows.drop(columns="graphed_turns"))

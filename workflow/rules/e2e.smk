@@ -1,5 +1,5 @@
 # End-to-end benchmarks: one target (one process) per (size, precision, compile), sweeping the grid's
-# context lengths and timing its attention variants interleaved on one model inside (or one process
+# context lengths and timing its attention variants in turns on one model inside (or one process
 # per context, for a target split by context).
 
 
@@ -62,7 +62,7 @@ rule e2e:
 
 # A target too long for one job in a short allocation (a glob of e2e.split_by_context, e.g.
 # "results/e2e/2.7B/fp32-*") is measured one context per process, each part a job of its own, and
-# the parts joined. The attentions stay interleaved at every point; only the contexts part.
+# the parts joined. The attentions still take turns at every point; only the contexts part.
 E2E_PARTS = {
     target: [os.path.join(target.removesuffix(".csv"), f"ctx{ctx}.csv") for ctx in E2E["context_lengths"]]
     for target in matching(E2E_TARGETS, E2E.get("split_by_context", []))

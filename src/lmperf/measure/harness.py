@@ -6,21 +6,23 @@ least ``measured_steps``, then more until the median's CI is tight or the point'
 spent. Every step is timed twice:
 
 - **launched** from Python, as the handout asks; on a slow host this is the host's time;
-- **graphed**: captured once as a CUDA graph and replayed, the GPU's own time. A row whose
-  launched median exceeds the graphed one by more than ``host_bound_threshold`` is host-bound.
-  With ``settle_seconds``, the point's replays first run untimed until their time per step stops
-  moving (at most that long), so a large step is timed at the clock and power its own work keeps (an
-  H100 at its power limit slows within about a second); how long that took (``graphed_settle_s``) and
-  the SM clock and power sampled while the replays are timed go on the rows.
+- **graphed**: captured as a CUDA graph and replayed, the GPU's own time. A row whose launched
+  median exceeds the graphed one by more than ``host_bound_threshold`` is host-bound.
 
 Several attention variants share one model (weights, optimizer state, compiled blocks) and are
-timed in one process, interleaved A B A B, so their ratio compares like with like. Each row names
-the attention kernels that ran (``attention_kernel``: for our FlashAttention, Triton or Gluon). One process
+timed in one process. Launched, they are interleaved step by step, A B A B, so a slow stretch of the
+host hits them alike. Replayed, they take turns in blocks (``lmperf.measure.turns``), each held
+first, with ``settle_seconds``, until its time per step stops moving, so that near the power limit
+each variant runs at the clock its own work keeps (steps interleaved one by one run at the clock of
+the mix); the SM clock and power sampled while a variant's replays are timed, and how long its holds
+took (``graphed_settle_s``), go on its rows. Each row names the attention kernels that ran
+(``attention_kernel``: for our FlashAttention, Triton or Gluon). One process
 sweeps the context lengths: gradients and optimizer state are dropped between contexts.
 """
 
 import logging
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
 import torch
@@ -28,7 +30,7 @@ import torch
 from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
-from lmperf.measure.power import SETTLE_RULE, hold, nvidia_smi_id, sampled
+from lmperf.measure.power import SETTLE_RULE, nvidia_smi_id
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import (
     HOST_BOUND,
@@ -38,10 +40,11 @@ from lmperf.measure.timing import (
     capture_graph,
     capture_stream_warm,
     free_memory,
-    graph_pool,
     host_bound,
     measure,
+    release_cached,
 )
+from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.memory_trace import events_from_profiler, live_bytes
 from lmperf.model import count_parameters, make_optimizer
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
@@ -149,8 +152,18 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
 
 
 def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None) -> dict[str, dict]:
-    """Launched, then graphed timings of ``step`` with each attention variant, interleaved; ``held()``
-    lists the tensors that live between steps, for the peak memory on a CPU (``steady_peak_gib``)."""
+    """Every attention variant of one point, launched, then replayed as a CUDA graph; ``held()`` lists
+    the tensors that live between steps, for the peak memory on a CPU.
+
+    Launched, as the handout times a step: ``warmup_steps`` untimed steps (compilation and autotuning
+    land there), then the variants interleaved step by step, A B A B, so a slow stretch of the host
+    hits them alike. Replayed, in turns of blocks (``lmperf.measure.turns``): in each of ``TURNS``
+    turns, variant by variant, the step is captured, its replays are held until their time per step
+    stops moving (at most ``settle_seconds``) and timed while the SM clock and power are sampled, and
+    the graph is dropped. Near the power limit a variant's replays so run at the clock its own work
+    keeps, where launched steps interleaved run at the clock of the mix: the GPU's conclusions come
+    from the replays. One graph at a time, so a point needs the memory of one step beside the model.
+    """
     launched = measure(
         {a: step for a in spec.attentions},
         device,
@@ -169,41 +182,50 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
     if not spec.graphed:
         return results
 
-    replays, pool = {}, graph_pool(device)
-    for attention in (a for a, r in results.items() if r["status"] == "ok"):
-        use_attention(model, attention)
-        try:  # the variants ran launched already: only the process's first capture warms its stream up
-            replays[attention] = capture_graph(
-                step,
-                device,
-                pool,
-                warmup_steps=0 if capture_stream_warm(device) else 1,
-                after_warmup=lambda: model.zero_grad(set_to_none=True),
-            )
-        except GraphUnavailable as reason:
-            results[attention].update(graphed_median_ms=float("nan"), note=str(reason))
-    held_s = 0.0
-    if replays and spec.settle_seconds:  # into the clock and power that the replays' own work keeps
-        _, held_s = hold(partial(replay_each, replays), device, spec.settle_seconds)
-    with sampled(nvidia_smi_id(device)) as gpu:
-        replayed = measure(replays, device, 1, spec.budget)
-    for attention, timings in replayed.items():
-        if timings.error is not None:
-            results[attention]["note"] = f"graph replay: {str(timings.error).splitlines()[0]}"
+    gpu, budget, replayed = nvidia_smi_id(device), per_turn(spec.budget), {}
+    for _ in range(TURNS):
+        for attention, result in results.items():
+            if result["status"] != "ok" or "graphed_median_ms" in result:  # out of memory, or no graph
+                continue
+            use_attention(model, attention)
+            try:  # the variant ran launched already: only the process's first capture warms its stream up
+                replay = capture_graph(
+                    step,
+                    device,
+                    warmup_steps=0 if capture_stream_warm(device) else 1,
+                    after_warmup=lambda: model.zero_grad(set_to_none=True),
+                )
+            except GraphUnavailable as reason:
+                result.update(graphed_median_ms=float("nan"), note=str(reason))
+                continue
+            block = timed_block(attention, replay, device, 1, budget, spec.settle_seconds, gpu)
+            del replay
+            model.zero_grad(set_to_none=True)  # the capture's gradients live in the graph's pool
+            release_cached(device)
+            if block.timings.error is not None:
+                note = f"graph replay: {str(block.timings.error).splitlines()[0]}"
+                result.update(graphed_median_ms=float("nan"), note=note)
+            else:
+                replayed.setdefault(attention, []).append(block)
+    for attention, turns in replayed.items():
+        result = results[attention]
+        if "graphed_median_ms" in result:  # a later turn failed: the row keeps its reason, not half a measurement
             continue
-        results[attention].update(
-            graphed_columns(timings, results[attention]["median_ms"], spec.budget, spec.host_bound_threshold)
-        )
-        results[attention].update(gpu.columns("graphed_"), graphed_settle_s=held_s)
-    del replays
-    model.zero_grad(set_to_none=True)  # the grads of the last capture live in the graphs' pool
+        timings, clocks = pooled(turns)
+        result.update(graphed_columns(timings, result["median_ms"], spec.budget, spec.host_bound_threshold))
+        result.update(clocks.columns("graphed_"), **turn_columns(turns, "graphed_"))
+        result["graphed_settle_s"] = sum(turn.settle_s for turn in turns)
     return results
 
 
-def replay_each(replays: dict) -> None:
-    """One replay of every variant's graph: what a point holds the GPU with before its graphed timing."""
-    for replay in replays.values():
-        replay()
+def per_turn(budget: Budget) -> Budget:
+    """One block's share of a point's budget: its steps and seconds split over the turns."""
+    return replace(
+        budget,
+        min_steps=math.ceil(budget.min_steps / TURNS),
+        max_seconds=budget.max_seconds / TURNS,
+        max_steps=max(math.ceil(budget.max_steps / TURNS), math.ceil(budget.min_steps / TURNS)),
+    )
 
 
 def graphed_columns(timings: Timings, launched_ms: float, budget: Budget, threshold: float = HOST_BOUND) -> dict:

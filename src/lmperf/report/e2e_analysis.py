@@ -104,8 +104,10 @@ def optimizer_bandwidth(e2e: pd.DataFrame) -> pd.DataFrame:
 
 
 def attention_ratios(e2e: pd.DataFrame, base: str = "naive", mode: str = "train_step") -> pd.DataFrame:
-    """base time / other time per point, on graphed replays timed interleaved in one process, with a
-    paired bootstrap CI; ``resolved`` when the CI excludes 1 (no difference)."""
+    """base time / other time per point, on graphed replays timed in one process, with a bootstrap CI;
+    ``resolved`` when the CI excludes 1 (no difference). The CI pairs replay i of one variant with
+    replay i of the other only where the replays were interleaved step by step (rows without
+    ``graphed_turns``, made before the replays took turns in blocks)."""
     rows = gpu_bound(e2e[e2e["mode"] == mode])
     keys = ["size", "params", "context_length", "precision", "compile"]
     out = []
@@ -118,7 +120,8 @@ def attention_ratios(e2e: pd.DataFrame, base: str = "naive", mode: str = "train_
             other_times = split_ms(by_attention.loc[other].get("graphed_step_times_ms"))
             if not base_times or not other_times:
                 continue
-            value, low, high = ratio_ci(base_times, other_times)
+            paired = pd.isna(by_attention.loc[base].get("graphed_turns", float("nan")))
+            value, low, high = ratio_ci(base_times, other_times, paired=paired)
             out.append(
                 {
                     **dict(zip(keys, point)),

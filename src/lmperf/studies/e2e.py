@@ -1,7 +1,7 @@
 """End-to-end benchmark of one (size, precision, compile) point over context lengths and attentions.
 
 One row per (attention, context length, mode); one process per target, so the model is built (and
-compiled) once, and the attention variants are timed interleaved on that one model.
+compiled) once, and the attention variants take turns on that one model (lmperf.measure.harness).
 
     python -m lmperf.studies.e2e --size small --context-lengths 128,256 --precision bf16 --compile \
         --attention naive,sdpa --warmup-steps 5 --measured-steps 10 --max-seconds 30 \
@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--attention",
         type=choice_list(ATTENTION),
         default=("naive",),
-        help=f"comma-separated, timed interleaved: {','.join(ATTENTION)}",
+        help=f"comma-separated, timed in turns on one model: {','.join(ATTENTION)}",
     )
     p.add_argument("--optimizer", choices=list(OPTIMIZERS), default="lmperf")
     p.add_argument(

@@ -3,7 +3,7 @@
 Each rung of ``RUNGS`` adds one technique to the rung before it; two more are measured beside the
 ladder: torch's fused AdamW in place of ours, and the "torch stack" a user gets without lmperf
 (whole-model torch.compile, SDPA, torch's fused AdamW), the anchor. All rungs of one (size,
-context) point run in one process, on one model, in ``ROUNDS`` turns (A B C A B C): in each turn a
+context) point run in one process, on one model, in ``TURNS`` turns (A B C A B C): in each turn a
 rung is launched, then replayed as a CUDA graph (a graphed rung only replayed), each block from the
 initial weights and held untimed before it is timed (``LadderRun.take_turns`` says why), with the e2e
 harness's statistics.
@@ -56,7 +56,6 @@ from lmperf.measure import (
     PhaseClock,
     capture_graph,
     free_memory,
-    measure,
     release_cached,
     resolve_device,
 )
@@ -64,11 +63,10 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
-from lmperf.measure.phases import phase
-from lmperf.measure.power import SETTLE_RULE, Samples, hold, nvidia_smi_id, sampled
+from lmperf.measure.power import SETTLE_RULE, hold, nvidia_smi_id
 from lmperf.measure.rows import write_rows
-from lmperf.measure.stats import join_ms
-from lmperf.measure.timing import HOST_BOUND, Timings
+from lmperf.measure.timing import HOST_BOUND
+from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
@@ -144,8 +142,6 @@ RUNGS = (
 )
 
 PARTS = ("both", "timed", "checked")  # a point in one process, or in two (``main``'s --part)
-
-ROUNDS = 2  # turns each rung takes, A B C A B C (``LadderRun.take_turns``)
 
 PHASES = {"forward": "forward_ms", "backward": "backward_ms", "optimizer step": "optimizer_ms"}  # make_step's names
 
@@ -504,7 +500,7 @@ class LadderRun:
         return self.rows[r.name]["status"] == "ok"
 
     def take_turns(self, live: list[Rung], warmup_steps: int, budget: Budget) -> tuple[dict, dict, dict]:
-        """Every rung in ``ROUNDS`` turns, A B C A B C, each in blocks of its own: from the initial
+        """Every rung in ``TURNS`` turns, A B C A B C, each in blocks of its own: from the initial
         weights, held untimed until steady (at most ``settle_seconds``), then timed while the SM clock
         and power are sampled; a launched rung's launched block, then its replay. The H100 trains these
         models at its power limit, and its clock follows the last second or so of work: steps
@@ -516,9 +512,9 @@ class LadderRun:
         launched turns' timed steps."""
         ladder, rows, device = self.ladder, self.rows, self.device
         gpu = nvidia_smi_id(device)
-        turn_budget = replace(budget, max_seconds=budget.max_seconds / ROUNDS)
+        turn_budget = replace(budget, max_seconds=budget.max_seconds / TURNS)
         launched, replayed, phases = {}, {}, {}
-        for turn in range(ROUNDS):
+        for turn in range(TURNS):
             for r in live:
                 forget_kernels()
                 if self.ok(r) and not r.graphed:
@@ -669,64 +665,6 @@ def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int =
             "ms_per_step": table["sum"] / steps / 1e3,
         }
     ).sort_values("ms_per_step", ascending=False)
-
-
-@dataclass
-class Turn:
-    """One turn of a rung: its timed steps, the GPU's clock and power meanwhile, and how many untimed
-    steps held it first, for how long."""
-
-    timings: Timings
-    clocks: Samples
-    settle_steps: int
-    settle_s: float = 0.0
-
-    @property
-    def median_ms(self) -> float:
-        return 1e3 * statistics.median(self.timings.host_s)
-
-
-def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget: Budget, settle_s: float, gpu) -> Turn:
-    """``step`` run once (it may compile), held untimed until steady (at most ``settle_s``), then timed by
-    ``measure`` while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry
-    the error."""
-    try:
-        with phase("warmup"):  # the first call compiles and autotunes: the job's cost split counts it so
-            step()
-        held_steps, held_s = hold(step, device, settle_s)
-    except torch.OutOfMemoryError as error:
-        free_memory(device)
-        return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
-    with sampled(gpu) as clocks:
-        timings = measure({name: step}, device, warmup_steps, budget)[name]
-    return Turn(timings, clocks, held_steps, held_s)
-
-
-def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
-    """A rung's turns as one measurement: every timed step and every clock sample, in turn order."""
-    timings = Timings(
-        host_s=[t for turn in turns for t in turn.timings.host_s],
-        event_s=[t for turn in turns for t in turn.timings.event_s],
-        warmup_s=turns[0].timings.warmup_s,
-    )
-    clocks = Samples(rows=[row for turn in turns for row in turn.clocks.rows], reason=turns[0].clocks.reason)
-    return timings, clocks
-
-
-def turn_columns(turns: list[Turn], prefix: str = "replay_") -> dict:
-    """Each turn's median step, SM clock, power, temperature and clock-event reasons, ';'-separated:
-    whether the turns agree, and if not, what held the clock down."""
-    clocks = [turn.clocks.columns("") for turn in turns]
-    return {
-        f"{prefix}turns": len(turns),
-        f"{prefix}turn_ms": join_ms([turn.median_ms / 1e3 for turn in turns]),
-        f"{prefix}turn_sm_clock_mhz": ";".join(f"{c['sm_clock_mhz']:.0f}" for c in clocks),
-        f"{prefix}turn_power_w": ";".join(f"{c['power_w']:.0f}" for c in clocks),
-        f"{prefix}turn_temperature_c": ";".join(f"{c['temperature_c']:.0f}" for c in clocks),
-        f"{prefix}turn_clock_event_reasons": ";".join(c["clock_event_reasons"] for c in clocks),
-        f"{prefix}settle_steps": sum(turn.settle_steps for turn in turns),
-        f"{prefix}turn_settle_s": ";".join(f"{turn.settle_s:.2f}" for turn in turns),
-    }
 
 
 def rates_of(row: dict, flops: float, peak: float | None, tokens: int, params: int) -> dict:
