@@ -99,6 +99,7 @@ def _method(e2e: pd.DataFrame) -> str:
         "inference under `torch.no_grad()`; *train step* is forward, cross-entropy, backward and the optimizer step."
         + naive_alone(e2e)
         + eager_alone(e2e)
+        + learning_rate_sentence(e2e)
     )
     if gpu_bound(e2e).empty:
         return (
@@ -364,13 +365,26 @@ def eager_alone(e2e: pd.DataFrame) -> str:
     )
 
 
+def learning_rate_sentence(e2e: pd.DataFrame) -> str:
+    """The train step's learning rate, where the rows carry it (``lr``): its kernels do not depend on
+    it, but the GPU's power does, through the weights it moves."""
+    if "lr" not in e2e or e2e["lr"].dropna().empty:
+        return ""
+    rates = e2e.dropna(subset=["lr"]).groupby("size", sort=False)["lr"].first()
+    listed = ", ".join(f"{size} {rate:.3g}" for size, rate in rates.items())
+    return (
+        f" The train step's AdamW runs at a learning rate inverse to the model's width ({listed}): at a large rate a "
+        "model trained on one batch soon leaves the values of a model in training, and the GPU's power with them."
+    )
+
+
 def replay_turns(e2e: pd.DataFrame) -> str:
-    """How the attention variants of a point were replayed, from the rows: in turns of held blocks
-    (rows with ``graphed_turns``), or interleaved step by step as their launched steps are."""
+    """How the attention variants of a point were timed, from the rows with ``graphed_turns``: launched
+    interleaved step by step, replayed in turns of held blocks."""
     rows = gpu_bound(e2e)
     rows = rows[rows["graphed_turns"].notna()] if "graphed_turns" in rows else rows.iloc[:0]
-    if rows.empty:
-        return "Where a point times several attention variants, their steps are interleaved step by step, A B A B. "
+    if rows.empty:  # rows made before the replays took turns say nothing of it, as their report did not
+        return ""
     turns, settle = int(rows["graphed_turns"].max()), setting(rows, "settle_seconds")
     held = f"held first until its time per step stops moving (at most {num(settle, 1)} s), then " if settle else ""
     return (
@@ -385,7 +399,9 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
     ratios = attention_ratios(e2e)
     if ratios.empty:
         return []
-    out = ["### Attention in the model (train step, graphed, timed in one process)", ""]
+    turned = "graphed_turns" in e2e and e2e["graphed_turns"].notna().any()  # replays in turns: CIs unpaired
+    timed = "in turns" if turned else "interleaved"
+    out = [f"### Attention in the model (train step, graphed, timed {timed} in one process)", ""]
     parts = []
     for (other, precision, compile_), g in ratios.groupby(["attention", "precision", "compile"]):
         wins, losses = int((g["resolved"] & (g["speedup"] > 1)).sum()), int((g["resolved"] & (g["speedup"] < 1)).sum())
@@ -395,7 +411,7 @@ def _attention_section(e2e: pd.DataFrame) -> list[str]:
         )
     out += [
         "Speed-up over naive attention (naive time / other time; a point counts as faster or slower only where its "
-        "bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".",
+        f"{'' if turned else 'paired '}bootstrap 95% CI excludes 1, else *not resolved*): " + "; ".join(parts) + ".",
         "",
     ]
     flash = ok(e2e[(e2e["attention"] == "flash_triton") & (e2e["mode"] == "train_step")])
