@@ -224,17 +224,3 @@ def test_a_graph_that_cannot_be_captured_is_tried_once_and_named():
     for row in run_benchmark(spec, modes=("forward",), device=CPU):
         assert row["status"] == "ok" and "CUDA graphs need a CUDA device" in row["note"]
         assert pd.isna(row["graphed_median_ms"]) and "graphed_turns" not in row
-
-
-def test_the_train_step_runs_at_the_timed_learning_rate(monkeypatch):
-    """e2e's AdamW gets the rate every timed study uses, and each row says which: at AdamW's default a
-    model trained on one batch leaves its initial values, and the GPU's power with them."""
-    from lmperf.training import learning_rate
-
-    made = []
-    make = harness.make_optimizer
-    monkeypatch.setattr(harness, "make_optimizer", lambda *a, **k: made.append(k) or make(*a, **k))
-    spec = BenchmarkSpec("nano", (8,), warmup_steps=0, budget=Budget(1, max_steps=1), graphed=False)
-    (row,) = run_benchmark(spec, modes=("train_step",), device=CPU)
-    rate = learning_rate(model_config("nano", 8).d_model)
-    assert made == [{"lr": rate}] and row["lr"] == rate

@@ -493,11 +493,3 @@ def test_the_e2e_method_says_how_the_replays_took_turns():
     sentence = replay_turns(rows)
     assert "take 2 turns in blocks" in sentence and "at most 2.0 s" in sentence
     assert replay_turns(rows.drop(columns="graphed_turns")) == ""  # older rows: their report said nothing of it
-
-
-def test_the_e2e_method_states_the_learning_rate_from_the_rows():
-    from lmperf.report.e2e_section import learning_rate_sentence
-
-    rows = pd.DataFrame({"size": ["small", "small", "2.7B"], "lr": [0.032 / 768, 0.032 / 768, 0.032 / 2560]})
-    assert "(small 4.17e-05, 2.7B 1.25e-05)" in learning_rate_sentence(rows)
-    assert learning_rate_sentence(rows.drop(columns="lr")) == ""

@@ -153,7 +153,7 @@ COLUMNS = {
         "context_length": int, "cv": float, "device": str, "event_median_ms": float, "first_step_ms": float,
         "graphed_ci95_high_ms": float, "graphed_ci95_low_ms": float, "graphed_median_ms": float,
         "graphed_mfu": float, "graphed_settle_s": float, "graphed_step_times_ms": str, "host_bound": bool,
-        "host_overhead_ms": float, "lr": float,
+        "host_overhead_ms": float,
         "matmul_precision": str, "measured_steps": int, "median_ms": float, "mfu": float, "min_ms": float,
         "mode": str, "model_tflop_per_step": float, "n_steps": int, "optimizer": str, "params": int,
         "peak_mem_gib": float, "peak_tflops": float, "precision": str, "size": str, "step_times_ms": str,

@@ -40,21 +40,6 @@ def build_model(
     return TransformerLM(model_config(size, context_length), attention=get_attention(attention), device=device)
 
 
-def learning_rate(d_model: int) -> float:
-    """The learning rate of every timed AdamW: 0.032 / d_model (1e-3 for nano, 1.25e-5 for 2.7B).
-
-    Adam moves every weight by about lr a step, so a layer's output by about lr × fan-in: this keeps
-    that near 3% of its scale at every size. A step's kernels do not depend on the rate, but the GPU's
-    power does, through the values the products multiply: at AdamW's default of 1e-3 a 2.7B model
-    trained on one batch leaves its initial regime within tens of steps, and its train step then drew
-    410 W at 1965 MHz where the same step near its initial weights drew 677 W at the power limit, and
-    ran 9% slower (notes/one-allocation.md, section 10). At 1e-3 a 2.7B model's 20 steps on one batch
-    are also chaotic: two AdamWs that differ only in rounding ended 0.44 apart in loss (H100, commit
-    b71167951f1d).
-    """
-    return 0.032 / d_model
-
-
 def random_batch(
     vocab_size: int, batch_size: int, context_length: int, device: torch.device, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:

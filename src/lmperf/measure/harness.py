@@ -47,16 +47,7 @@ from lmperf.measure.timing import (
 from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.memory_trace import events_from_profiler, live_bytes
 from lmperf.model import count_parameters, make_optimizer
-from lmperf.training import (
-    MODES,
-    PRECISIONS,
-    build_model,
-    compile_blocks,
-    learning_rate,
-    make_step,
-    random_batch,
-    use_attention,
-)
+from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +112,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     log.info(f"built {spec.size} ({base['params']:,} parameters) on {device}")
     if spec.compile:
         compile_blocks(model)
-    base["lr"] = learning_rate(model.cfg.d_model)
-    optimizer = make_optimizer(spec.optimizer, model.parameters(), lr=base["lr"])
+    optimizer = make_optimizer(spec.optimizer, model.parameters())
 
     rows = []
     for ctx in spec.context_lengths:

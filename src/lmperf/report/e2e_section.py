@@ -99,7 +99,6 @@ def _method(e2e: pd.DataFrame) -> str:
         "inference under `torch.no_grad()`; *train step* is forward, cross-entropy, backward and the optimizer step."
         + naive_alone(e2e)
         + eager_alone(e2e)
-        + learning_rate_sentence(e2e)
     )
     if gpu_bound(e2e).empty:
         return (
@@ -362,19 +361,6 @@ def eager_alone(e2e: pd.DataFrame) -> str:
         f" {' and '.join(alone)} ran eager alone in this run (the grid's `e2e.compile_precisions`, which the full "
         "grid narrows to save time; `wide.yaml` compiles every precision), so torch.compile's speed-up is measured "
         f"in {' and '.join(compiled)} alone."
-    )
-
-
-def learning_rate_sentence(e2e: pd.DataFrame) -> str:
-    """The train step's learning rate, where the rows carry it (``lr``): its kernels do not depend on
-    it, but the GPU's power does, through the weights it moves."""
-    if "lr" not in e2e or e2e["lr"].dropna().empty:
-        return ""
-    rates = e2e.dropna(subset=["lr"]).groupby("size", sort=False)["lr"].first()
-    listed = ", ".join(f"{size} {rate:.3g}" for size, rate in rates.items())
-    return (
-        f" The train step's AdamW runs at a learning rate inverse to the model's width ({listed}): at a large rate a "
-        "model trained on one batch soon leaves the values of a model in training, and the GPU's power with them."
     )
 
 

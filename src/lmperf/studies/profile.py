@@ -47,7 +47,7 @@ from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_nam
 from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
 from lmperf.studies import choice_list, int_list
-from lmperf.training import build_model, learning_rate, make_step, random_batch
+from lmperf.training import build_model, make_step, random_batch
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def point_range(point) -> str:
 def build_step(args, device: torch.device):
     """The model (annotated attention), one random batch and the step of ``args.mode``."""
     model = build_model(args.size, args.context_length, device, attention="annotated")
-    optimizer = make_optimizer("lmperf", model.parameters(), lr=learning_rate(model.cfg.d_model))
+    optimizer = make_optimizer("lmperf", model.parameters())
     tokens, targets = random_batch(model.cfg.vocab_size, args.batch_size, args.context_length, device)
     return make_step(args.mode, model, optimizer, tokens, targets, "fp32", device)
 
