@@ -7,8 +7,16 @@ from einops import einsum
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax with the row maximum subtracted, so exp never overflows."""
-    exp = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    """Softmax with the row maximum subtracted, so exp never overflows.
+
+    The maximum is detached: softmax does not change when its inputs shift, so no gradient flows
+    through it, and amax's backward (the gradient shared among the elements equal to the maximum) is
+    not built. Under torch.compile in bf16, with a scale that bf16 does not hold exactly (1 / sqrt(80),
+    the 2.7B model's heads), that backward made every query and key gradient NaN in the first step,
+    most likely by finding no element equal to a maximum taken at another precision
+    (notes/one-allocation.md, section 10).
+    """
+    exp = torch.exp(x - x.amax(dim=dim, keepdim=True).detach())
     return exp / exp.sum(dim=dim, keepdim=True)
 
 
