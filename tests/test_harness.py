@@ -224,3 +224,58 @@ def test_a_graph_that_cannot_be_captured_is_tried_once_and_named():
     for row in run_benchmark(spec, modes=("forward",), device=CPU):
         assert row["status"] == "ok" and "CUDA graphs need a CUDA device" in row["note"]
         assert pd.isna(row["graphed_median_ms"]) and "graphed_turns" not in row
+
+
+def test_a_variant_that_breaks_the_weights_is_an_error_row_and_the_rest_stay_finite(monkeypatch):
+    """The variants share one model: a step that turns a weight into NaN would leave every later step
+    timing a broken model (at 2.7B naive attention compiled in bf16 did, and the others then ran at a
+    higher clock). The variant that broke it in its warm-up is an error row that says so, the initial
+    weights come back, and the other variant and every later point are measured on finite weights."""
+    make = harness.make_step
+    current = {}
+    use = harness.use_attention
+    monkeypatch.setattr(harness, "use_attention", lambda model, a: current.update(a=a) or use(model, a))
+
+    def breaking(mode, model, *args, **kwargs):
+        inner = make(mode, model, *args, **kwargs)
+
+        def step():
+            inner()
+            if current["a"] == "sdpa" and mode == "train_step":
+                with torch.no_grad():
+                    model.lm_head.weight[0, 0] = float("nan")
+
+        return step
+
+    monkeypatch.setattr(harness, "make_step", breaking)
+    spec = BenchmarkSpec("nano", (8, 16), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
+    rows = pd.DataFrame(run_benchmark(spec, modes=("forward", "train_step"), device=CPU))
+    broken = rows[(rows["mode"] == "train_step") & (rows["attention"] == "sdpa")]
+    assert (broken["status"] == "error").all() and broken["note"].str.contains("non-finite").all()
+    assert (rows.drop(broken.index)["status"] == "ok").all()  # naive's train step and every forward after
+    assert list(rows["attention"]) == ["naive", "sdpa"] * 4  # rows keep the variants' order
+
+
+def test_a_timed_step_that_breaks_the_weights_fails_the_whole_point(monkeypatch):
+    """Broken during the timed steps, where the variants interleave: every row of the point is an
+    error row, since which variant's step broke the weights is not known."""
+    make = harness.make_step
+    calls = []
+
+    def breaking(mode, model, *args, **kwargs):
+        inner = make(mode, model, *args, **kwargs)
+
+        def step():
+            inner()
+            calls.append(mode)
+            if mode == "forward" and calls.count("forward") == 4:  # past the two warm-ups
+                with torch.no_grad():
+                    model.lm_head.weight[0, 0] = float("inf")
+
+        return step
+
+    monkeypatch.setattr(harness, "make_step", breaking)
+    spec = BenchmarkSpec("nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
+    rows = pd.DataFrame(run_benchmark(spec, modes=("forward", "train_step"), device=CPU))
+    assert list(rows["status"]) == ["error", "error", "ok", "ok"]
+    assert rows["note"].iloc[0].endswith("in this point's timed steps")

@@ -30,6 +30,7 @@ import torch
 from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import peak_tflops, step_flops
+from lmperf.measure.phases import phase
 from lmperf.measure.power import SETTLE_RULE, nvidia_smi_id
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import (
@@ -43,6 +44,7 @@ from lmperf.measure.timing import (
     host_bound,
     measure,
     release_cached,
+    time_once,
 )
 from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.memory_trace import events_from_profiler, live_bytes
@@ -114,6 +116,13 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         compile_blocks(model)
     optimizer = make_optimizer(spec.optimizer, model.parameters())
 
+    def restore() -> None:
+        """The initial weights back (built again from the same seed on the CPU, copied in place, so
+        compiled blocks and graphs keep their addresses) and an empty optimizer state."""
+        model.load_state_dict(build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict())
+        optimizer.state.clear()
+        log.warning("the weights became non-finite: the initial weights are restored")
+
     rows = []
     for ctx in spec.context_lengths:
         tokens, targets = random_batch(model.cfg.vocab_size, spec.batch_size, ctx, device)
@@ -122,7 +131,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             point = {**base, "context_length": ctx, "mode": mode}
             held = partial(between_steps, model, optimizer, tokens, targets)
             forget_kernels()
-            for attention, result in time_point(step, model, spec, device, held).items():
+            for attention, result in time_point(step, model, spec, device, held, restore).items():
                 row = {
                     **point,
                     "attention": attention,
@@ -151,7 +160,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     return rows
 
 
-def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None) -> dict[str, dict]:
+def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None, restore=None) -> dict[str, dict]:
     """Every attention variant of one point, launched, then replayed as a CUDA graph; ``held()`` lists
     the tensors that live between steps, for the peak memory on a CPU.
 
@@ -163,25 +172,65 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
     the graph is dropped. Near the power limit a variant's replays so run at the clock its own work
     keeps, where launched steps interleaved run at the clock of the mix: the GPU's conclusions come
     from the replays. One graph at a time, so a point needs the memory of one step beside the model.
+
+    The variants share the model, so a step that turns its weights into NaN or inf would leave every
+    later step timing a broken model, whose products draw less power and run at a higher clock (at
+    2.7B, naive attention compiled in bf16 did: notes/one-allocation.md, section 10). So each
+    variant warms up on its own and the weights are checked after it: a variant that broke them is an
+    ``error`` row, and ``restore()`` (where given) brings the initial weights back before the next.
+    After the point they are checked again: if a timed step broke them, every row of the point is an
+    ``error`` row.
     """
+    warmups, results = {}, {}
+    for attention in spec.attentions:
+        use_attention(model, attention)
+        try:
+            with phase("warmup"):  # compilation and autotuning happen in the first calls
+                warmups[attention] = [time_once(step, device)[0] for _ in range(spec.warmup_steps)]
+        except torch.OutOfMemoryError as error:
+            results[attention] = {"status": "oom", "note": str(error).splitlines()[0]}
+            free_memory(device)  # the error's traceback holds the step's tensors
+            continue
+        if not finite(model):
+            results[attention] = {"status": "error", "note": f"{BROKEN} in its warm-up steps"}
+            if restore is not None:
+                restore()
     launched = measure(
-        {a: step for a in spec.attentions},
+        {a: step for a in spec.attentions if a not in results},
         device,
-        spec.warmup_steps,
+        0,
         spec.budget,
         before=lambda attention: use_attention(model, attention),
     )
-    results = {}
     for attention, timings in launched.items():
+        timings.warmup_s = warmups[attention]
         if timings.error is not None:
             results[attention] = {"status": "oom", "note": str(timings.error).splitlines()[0]}
         else:
             results[attention] = {"status": "ok", "note": "", **launched_columns(timings, spec.budget)}
             use_attention(model, attention)
             results[attention]["peak_mem_gib"] = steady_peak_gib(step, device, held, model)
-    if not spec.graphed:
-        return results
+    if spec.graphed:
+        replay_in_turns(step, model, spec, device, results)
+    if not finite(model):  # a timed step broke the weights: which variant's is not known
+        for result in results.values():
+            if result["status"] == "ok":
+                result.update(status="error", note=f"{BROKEN} in this point's timed steps")
+        if restore is not None:
+            restore()
+    return {attention: results[attention] for attention in spec.attentions}
 
+
+BROKEN = "the weights became non-finite (NaN or inf)"
+
+
+def finite(model: torch.nn.Module) -> bool:
+    """Whether every weight of ``model`` is finite (one synchronization)."""
+    return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
+
+
+def replay_in_turns(step, model, spec: BenchmarkSpec, device: torch.device, results: dict[str, dict]) -> None:
+    """The replayed half of ``time_point``: each ok variant's graphed columns, from its turns."""
     gpu, budget, replayed = nvidia_smi_id(device), per_turn(spec.budget), {}
     for _ in range(TURNS):
         for attention, result in results.items():
@@ -215,7 +264,6 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
         result.update(graphed_columns(timings, result["median_ms"], spec.budget, spec.host_bound_threshold))
         result.update(clocks.columns("graphed_"), **turn_columns(turns, "graphed_"))
         result["graphed_settle_s"] = sum(turn.settle_s for turn in turns)
-    return results
 
 
 def per_turn(budget: Budget) -> Budget:
