@@ -277,6 +277,20 @@ def test_loss_check_names_a_rung_that_trained_differently():
     assert "every bf16 rung is within 2% of it" in ladder_section.render(point)
 
 
+def test_loss_check_fails_a_rung_whose_loss_is_not_finite():
+    """A rung whose steps turned the weights into NaN fails the check by name, where leaving its row
+    out made every other rung pass (at 2.7B naive attention compiled in bf16 did so in every slice)."""
+    point = _point({name: [10.0, 10.1, 9.9] for name in ["baseline", "bf16", "compile", "flash"]})
+    point["initial_loss"], point["check_steps"], point["check_lr"] = 9.0, 20, 1e-3
+    point["loss_after_check"] = point["rung"].map(
+        {"baseline": 7.0, "bf16": 7.0, "compile": float("nan"), "flash": 7.01}
+    )
+    text = ladder_section.render(point)
+    assert "**Not finite after the check**: `compile`" in text and "every bf16 rung is within 2% of it" in text
+    unchecked = point.assign(check_steps=point["check_steps"].where(point["rung"] != "compile"))
+    assert "Not finite" not in ladder_section.render(unchecked)  # its check did not run (out of memory): no claim
+
+
 def test_section_tables_are_the_csv(smoke_run):
     ladder = read(smoke_run / "results/ladder.csv")
     report = (smoke_run / "report/final.md").read_text()

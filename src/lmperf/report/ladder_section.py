@@ -347,11 +347,18 @@ def turn_sentences(ran: pd.DataFrame) -> list[str]:
 
 def loss_check_sentences(ran: pd.DataFrame) -> list[str]:
     """Same computation: each rung's loss after the check's steps against the first bf16 rung's (rung
-    `bf16` where it ran), as a fraction of how far that rung's training moved the loss."""
-    checked = ran[ran["loss_after_check"].notna()] if "loss_after_check" in ran else ran.iloc[:0]
+    `bf16` where it ran), as a fraction of how far that rung's training moved the loss. A rung whose
+    check ran and left a loss that is not finite broke the weights: it fails the check, by name."""
+    losses = ran["loss_after_check"] if "loss_after_check" in ran else pd.Series(float("nan"), index=ran.index)
+    ran_check = ran["check_steps"].notna() if "check_steps" in ran else losses.notna()
+    finite = losses.abs() < float("inf")  # NaN compares false
+    broken = [f"`{r}`" for r in ran.loc[ran_check & ~finite, "rung"]]
+    why = "the loss is NaN or inf: the rung's steps broke the weights"
+    out = [f"- **Not finite after the check**: {', '.join(broken)} ({why})."] if broken else []
+    checked = ran[finite]
     bf16 = checked[checked["precision"] == "bf16"]
     if bf16.empty or len(checked) < 2:
-        return []
+        return out
     reference = bf16.iloc[0]
     drop = reference["initial_loss"] - reference["loss_after_check"]
     gaps = (checked["loss_after_check"] - reference["loss_after_check"]).abs() / drop
@@ -368,7 +375,7 @@ def loss_check_sentences(ran: pd.DataFrame) -> list[str]:
         f"{reference.get('check_lr', float('nan')):.3g} from the same weights and batch take `{reference['rung']}`'s "
         f"loss from {num(reference['initial_loss'], 4)} to {num(reference['loss_after_check'], 4)}; "
         f"{verdict} (as a share of that drop). The largest difference is `{worst}`'s, {pct(gaps[worst])} of the drop."
-    ]
+    ] + out
 
 
 def optimizer_sentences(ran: pd.DataFrame) -> list[str]:
