@@ -49,6 +49,7 @@ from lmperf.measure.timing import (
 from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.memory_trace import events_from_profiler, live_bytes
 from lmperf.model import count_parameters, make_optimizer
+from lmperf.ranges import profiled_range
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
 
 log = logging.getLogger(__name__)
@@ -186,7 +187,7 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
         use_attention(model, attention)
         try:
             with phase("warmup"):  # compilation and autotuning happen in the first calls
-                warmups[attention] = [time_once(step, device)[0] for _ in range(spec.warmup_steps)]
+                warmups[attention] = [warmup_step(step, device) for _ in range(spec.warmup_steps)]
         except torch.OutOfMemoryError as error:
             results[attention] = {"status": "oom", "note": str(error).splitlines()[0]}
             free_memory(device)  # the error's traceback holds the step's tensors
@@ -222,6 +223,12 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
 
 
 BROKEN = "the weights became non-finite (NaN or inf)"
+
+
+def warmup_step(step, device: torch.device) -> float:
+    """One untimed step's seconds, in a profiler range of its own as ``measure`` marks its warm-up."""
+    with profiled_range("warmup step"):
+        return time_once(step, device)[0]
 
 
 def finite(model: torch.nn.Module) -> bool:
