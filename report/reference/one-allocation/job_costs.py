@@ -3,7 +3,8 @@ this slice's own runs, named as the pipeline names the job today (benchmarks/<st
 fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's
 jobs less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size
 as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc) and the DDP
-jobs of ../ddp-ranks replace their earlier costs."""
+jobs of ../ddp-ranks replace their earlier costs, and the e2e jobs are charged the holds that taking
+turns added (head-d3fc0d3)."""
 
 import re
 import sys
@@ -140,6 +141,31 @@ later.append(
     }
 )
 costs = pd.concat([costs, pd.DataFrame(later)], ignore_index=True).drop_duplicates("job", keep="last")
+
+
+# Since d3fc0d3 e2e's attention variants are replayed in turns of held blocks (e2e-power/): a point
+# holds each variant once a turn, two turns, where it held them all once. head-d3fc0d3 measured small
+# bf16-eager after the change; every other e2e job is charged, on top of its last cost, what each added
+# hold cost there (its wall time less head-8f96bdc's, over the 60 holds it added: 12 points x (3
+# variants x 2 turns - 1)), times its size's mean hold against small's (head-8f96bdc's rows: small's for
+# small and medium, 2.7B's for large, xl and 2.7B). An estimate, named in `source`.
+def mean_hold(size: str) -> float:
+    rows = pd.concat(pd.read_csv(f) for f in sorted((here / "head-8f96bdc/rows/e2e" / size).glob("*.csv")))
+    return rows.drop_duplicates(["compile", "context_length", "mode"])["graphed_settle_s"].mean()
+
+
+measured = "benchmarks/e2e/small/bf16-eager.tsv"
+per_hold = (wall(here / "head-d3fc0d3" / measured) - wall(here / "head-8f96bdc" / measured)) / 60
+holds = {"small": mean_hold("small"), "2.7B": mean_hold("2.7B")}
+for i, row in costs[costs["job"].str.match(r"benchmarks/e2e/")].iterrows():
+    size, precision = re.match(r"benchmarks/e2e/([^/]+)/(fp32|bf16)-", row["job"]).groups()
+    if row["job"] == measured:
+        costs.loc[i, ["wall_s", "source"]] = wall(here / "head-d3fc0d3" / measured), "head-d3fc0d3"
+        continue
+    added = 12 * ((3 if precision == "bf16" else 1) * 2 - 1)
+    scale = holds["small" if size in ("small", "medium") else "2.7B"] / holds["small"]
+    costs.loc[i, "wall_s"] += added * per_hold * scale
+    costs.loc[i, "source"] += f" + {added} holds x {per_hold * scale:.2f} s (head-d3fc0d3)"
 # Costs measured under other settings than the full grid's, charged as measured and named: ddp-ranks
 # ran at most 12 steps and 6 s a comparison (the grid: 20 and 20 s) and six timeline variants (the
 # grid: two); the 2-rank sharding and timeline jobs ran at global batch 4 (the grid's smallest is now
