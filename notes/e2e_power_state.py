@@ -12,6 +12,8 @@ non-finite weights are printed after each phase.
 
 Ran at: b4797d8b81af (NVIDIA H200, torch 2.11), this script uncommitted then,
     output: notes/logs/2026-11-29-e2e_power_state-b4797d8-h200.txt
+Ran at: eb21aba210d2 (NVIDIA H200, torch 2.11), ``--steps 10 --seconds 3``,
+    output: notes/logs/2026-11-29-e2e_power_state-eb21aba-h200.txt
 """
 
 import argparse
