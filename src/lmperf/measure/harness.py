@@ -179,8 +179,9 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
     2.7B, naive attention compiled in bf16 did: notes/one-allocation.md, section 10). So each
     variant warms up on its own and the weights are checked after it: a variant that broke them is an
     ``error`` row, and ``restore()`` (where given) brings the initial weights back before the next.
-    After the point they are checked again: if a timed step broke them, every row of the point is an
-    ``error`` row.
+    After the point they are checked again: if a timed step broke them, each variant is timed again
+    alone from the initial weights, and the one that breaks them is the ``error`` row (without
+    ``restore``, every row of the point is).
     """
     warmups, results = {}, {}
     for attention in spec.attentions:
@@ -214,15 +215,22 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
     if spec.graphed:
         replay_in_turns(step, model, spec, device, results)
     if not finite(model):  # a timed step broke the weights: which variant's is not known
-        for result in results.values():
-            if result["status"] == "ok":
-                result.update(status="error", note=f"{BROKEN} in this point's timed steps")
+        ok = [a for a, r in results.items() if r["status"] == "ok"]
+        for attention in ok:
+            results[attention].update(status="error", note=f"{BROKEN} in this point's timed steps")
         if restore is not None:
             restore()
+            if len(ok) > 1:  # each variant again, alone from the initial weights: the one that breaks them says so
+                for attention in ok:
+                    alone = time_point(step, model, replace(spec, attentions=(attention,)), device, held, restore)
+                    results[attention] = alone[attention]
+                    if alone[attention]["status"] == "ok":
+                        results[attention]["note"] = "; ".join(n for n in (ALONE, alone[attention]["note"]) if n)
     return {attention: results[attention] for attention in spec.attentions}
 
 
 BROKEN = "the weights became non-finite (NaN or inf)"
+ALONE = "timed alone: interleaved with the other variants, one of them broke the weights"
 
 
 def warmup_step(step, device: torch.device) -> float:
