@@ -283,3 +283,44 @@ def test_a_timed_step_that_breaks_the_weights_is_found_by_timing_each_variant_al
     rows = pd.DataFrame(run_benchmark(spec, modes=("train_step", "forward"), device=CPU))
     assert list(rows["status"]) == ["ok", "error", "ok", "ok"]
     assert rows["note"].iloc[0].startswith(harness.ALONE) and "non-finite" in rows["note"].iloc[1]
+
+
+def test_with_no_warm_up_nothing_runs_before_the_first_timed_step(monkeypatch):
+    """The warm-up study's zero warm-up steps time the process's first step: the weights' check runs
+    after a variant's warm-up steps only, never ahead of a cold first step."""
+    events = []
+    finite, measure = harness.finite, harness.measure
+    monkeypatch.setattr(harness, "finite", lambda model: events.append("check") or finite(model))
+    monkeypatch.setattr(harness, "measure", lambda *a, **k: events.append("measure") or measure(*a, **k))
+    spec = BenchmarkSpec("nano", (8,), warmup_steps=0, budget=Budget(2, max_steps=2), graphed=False)
+    run_benchmark(spec, modes=("train_step",), device=CPU)
+    assert events[0] == "measure"
+
+
+def test_a_variant_whose_replays_break_the_weights_is_the_error_row(monkeypatch):
+    """Replays are timed in blocks of their own, so a block that broke the weights names its variant;
+    the weights come back for the next block (stand-in capture: the launched step as its "replay")."""
+    make, use, current, calls = harness.make_step, harness.use_attention, {}, []
+    monkeypatch.setattr(harness, "use_attention", lambda model, a: current.update(a=a) or use(model, a))
+    monkeypatch.setattr(harness, "capture_graph", lambda step, device, warmup_steps, after_warmup: step)
+
+    def breaking(mode, model, *args, **kwargs):
+        inner = make(mode, model, *args, **kwargs)
+
+        def step():
+            inner()
+            if current["a"] == "sdpa":
+                calls.append(1)
+                if len(calls) > 4:  # its warm-up, two launched steps and the memory step passed
+                    with torch.no_grad():
+                        model.lm_head.weight[0, 0] = float("nan")
+
+        return step
+
+    monkeypatch.setattr(harness, "make_step", breaking)
+    spec = BenchmarkSpec(
+        "nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, rel_halfwidth=0.5, max_steps=2)
+    )
+    naive, sdpa = run_benchmark(spec, modes=("train_step",), device=CPU)
+    assert sdpa["status"] == "error" and sdpa["note"].endswith("in its replays")
+    assert naive["status"] == "ok" and naive["graphed_turns"] == 2 and naive["graphed_median_ms"] > 0

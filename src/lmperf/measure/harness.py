@@ -20,8 +20,10 @@ took (``graphed_settle_s``), go on its rows. Each row names the attention kernel
 sweeps the context lengths: gradients and optimizer state are dropped between contexts.
 """
 
+import gc
 import logging
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
@@ -118,11 +120,12 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     optimizer = make_optimizer(spec.optimizer, model.parameters())
 
     def restore() -> None:
-        """The initial weights back (built again from the same seed on the CPU, copied in place, so
-        compiled blocks and graphs keep their addresses) and an empty optimizer state."""
+        """Finite weights back, initialized again from the same seed (on the CPU, so not the draw the
+        GPU made: the same distribution) and copied in place, so compiled blocks and graphs keep their
+        addresses; and an empty optimizer state."""
         model.load_state_dict(build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict())
         optimizer.state.clear()
-        log.warning("the weights became non-finite: the initial weights are restored")
+        log.warning("the weights became non-finite: weights from the same seed are restored")
 
     rows = []
     for ctx in spec.context_lengths:
@@ -178,22 +181,23 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
     later step timing a broken model, whose products draw less power and run at a higher clock (at
     2.7B, naive attention compiled in bf16 did: notes/one-allocation.md, section 10). So each
     variant warms up on its own and the weights are checked after it: a variant that broke them is an
-    ``error`` row, and ``restore()`` (where given) brings the initial weights back before the next.
-    After the point they are checked again: if a timed step broke them, each variant is timed again
-    alone from the initial weights, and the one that breaks them is the ``error`` row (without
+    ``error`` row, and ``restore()`` (where given) brings finite weights back before the next.
+    A variant's replays, timed in blocks of their own, are checked after each block. The launched
+    steps interleave, so if they broke the weights, the replays are skipped and each variant is timed
+    again alone from restored weights: the one that breaks them is the ``error`` row (without
     ``restore``, every row of the point is).
     """
     warmups, results = {}, {}
     for attention in spec.attentions:
         use_attention(model, attention)
         try:
-            with phase("warmup"):  # compilation and autotuning happen in the first calls
+            with phase("warmup"), paused_gc():  # compilation and autotuning happen in the first calls
                 warmups[attention] = [warmup_step(step, device) for _ in range(spec.warmup_steps)]
         except torch.OutOfMemoryError as error:
             results[attention] = {"status": "oom", "note": str(error).splitlines()[0]}
             free_memory(device)  # the error's traceback holds the step's tensors
             continue
-        if not finite(model):
+        if warmups[attention] and not finite(model):  # with no warm-up, the first timed step stays the first
             results[attention] = {"status": "error", "note": f"{BROKEN} in its warm-up steps"}
             if restore is not None:
                 restore()
@@ -212,15 +216,16 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
             results[attention] = {"status": "ok", "note": "", **launched_columns(timings, spec.budget)}
             use_attention(model, attention)
             results[attention]["peak_mem_gib"] = steady_peak_gib(step, device, held, model)
-    if spec.graphed:
-        replay_in_turns(step, model, spec, device, results)
-    if not finite(model):  # a timed step broke the weights: which variant's is not known
+    broken = not finite(model)  # by a launched step: which variant's is not known, as they interleave
+    if spec.graphed and not broken:
+        broken = replay_in_turns(step, model, spec, device, results, restore)
+    if broken:
         ok = [a for a, r in results.items() if r["status"] == "ok"]
         for attention in ok:
             results[attention].update(status="error", note=f"{BROKEN} in this point's timed steps")
         if restore is not None:
             restore()
-            if len(ok) > 1:  # each variant again, alone from the initial weights: the one that breaks them says so
+            if len(ok) > 1:  # each variant again, alone from restored weights: the one that breaks them says so
                 for attention in ok:
                     alone = time_point(step, model, replace(spec, attentions=(attention,)), device, held, restore)
                     results[attention] = alone[attention]
@@ -231,6 +236,17 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
 
 BROKEN = "the weights became non-finite (NaN or inf)"
 ALONE = "timed alone: interleaved with the other variants, one of them broke the weights"
+
+
+@contextmanager
+def paused_gc():
+    """Python's garbage collector off for the block, after one collection, as ``measure`` times."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def warmup_step(step, device: torch.device) -> float:
@@ -244,8 +260,10 @@ def finite(model: torch.nn.Module) -> bool:
     return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
 
 
-def replay_in_turns(step, model, spec: BenchmarkSpec, device: torch.device, results: dict[str, dict]) -> None:
-    """The replayed half of ``time_point``: each ok variant's graphed columns, from its turns."""
+def replay_in_turns(step, model, spec: BenchmarkSpec, device: torch.device, results: dict[str, dict], restore) -> bool:
+    """The replayed half of ``time_point``: each ok variant's graphed columns, from its turns. A block
+    that broke the weights makes its variant an ``error`` row and, with ``restore``, the weights come
+    back before the next block; without it, True: the point's weights are broken."""
     gpu, budget, replayed = nvidia_smi_id(device), per_turn(spec.budget), {}
     for _ in range(TURNS):
         for attention, result in results.items():
@@ -269,16 +287,22 @@ def replay_in_turns(step, model, spec: BenchmarkSpec, device: torch.device, resu
             if block.timings.error is not None:
                 note = f"graph replay: {str(block.timings.error).splitlines()[0]}"
                 result.update(graphed_median_ms=float("nan"), note=note)
+            elif not finite(model):  # this variant's replays broke the weights
+                result.update(status="error", note=f"{BROKEN} in its replays")
+                if restore is None:
+                    return True
+                restore()
             else:
                 replayed.setdefault(attention, []).append(block)
     for attention, turns in replayed.items():
         result = results[attention]
-        if "graphed_median_ms" in result:  # a later turn failed: the row keeps its reason, not half a measurement
-            continue
+        if result["status"] != "ok" or "graphed_median_ms" in result:  # broken, or a later turn failed
+            continue  # the row keeps its reason, not half a measurement
         timings, clocks = pooled(turns)
         result.update(graphed_columns(timings, result["median_ms"], spec.budget, spec.host_bound_threshold))
         result.update(clocks.columns("graphed_"), **turn_columns(turns, "graphed_"))
         result["graphed_settle_s"] = sum(turn.settle_s for turn in turns)
+    return False
 
 
 def per_turn(budget: Budget) -> Budget:

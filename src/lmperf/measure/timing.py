@@ -137,6 +137,7 @@ def measure(
     before: Callable[[str], None] | None = None,
     settled: Callable[[dict[str, Timings]], bool] | None = None,
     agree: Callable[[bool], bool] | None = None,
+    collect: bool = True,
 ) -> dict[str, Timings]:
     """Warm up, then time ``steps`` in interleaved rounds until ``budget`` says stop.
 
@@ -145,7 +146,10 @@ def measure(
     median's CI is tight); it is asked after ~12% more steps each time, as the bootstrap costs far
     more than a short step. ``agree(stop)`` turns this process's decision to stop into one that all
     processes share: data-parallel ranks must run the same number of steps, or a collective hangs.
-    A step that runs out of memory is dropped, its Timings carrying the error.
+    A step that runs out of memory is dropped, its Timings carrying the error. ``collect=False`` skips
+    the full garbage collection before the warm-up (0.1-0.3 s once a model has compiled,
+    notes/one-allocation.md): a caller timing many short blocks in a row, whose collector is paused
+    while each is timed either way.
     """
     timings = {name: Timings() for name in steps}
     live = dict(steps)
@@ -169,7 +173,8 @@ def measure(
         else:
             timings[name].warmup_s.append(host)
 
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.disable()
     try:
         with phase("warmup"):  # compilation and autotuning happen in the first calls

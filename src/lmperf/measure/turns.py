@@ -2,9 +2,10 @@
 
 Why blocks, not steps interleaved A B A B: a GPU near its power limit sets its clock from the last
 second or so of work. Steps interleaved one by one each run at the clock of the mix, so a variant
-that draws more power than its neighbours is timed faster than it runs on its own (at 2.7B, context
-1024, on an H200, our FlashAttention's train step came out 214 ms interleaved with naive attention's
-and 232 ms held on its own, where a training run keeps it; notes/one-allocation.md, section 10).
+that draws more power than its neighbours is timed faster than it runs on its own, and one that
+draws less, slower (at 2.7B, context 1024, on an H200, naive attention's forward + backward and ours
+both ran at 1710 MHz interleaved, our speed-up 1.13×, and at 1957-1965 and 1650-1702 MHz in blocks
+of their own, 1.07-1.08×; notes/one-allocation.md, section 10).
 A block is held untimed until its step time stops moving (``lmperf.measure.power.hold``), then
 timed while the SM clock and power are sampled; taking turns keeps a slow stretch of the run from
 landing on one variant alone, and the turns' medians side by side show whether they agree.
@@ -52,8 +53,8 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
     except torch.OutOfMemoryError as error:
         free_memory(device)
         return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
-    with sampled(gpu) as clocks:
-        timings = measure({name: step}, device, warmup_steps, budget)[name]
+    with sampled(gpu) as clocks:  # no full collection per block (measure's collect): 0.1-0.3 s each
+        timings = measure({name: step}, device, warmup_steps, budget, collect=False)[name]
     return Turn(timings, clocks, held_steps, held_s)
 
 

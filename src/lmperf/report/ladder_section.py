@@ -370,6 +370,8 @@ def loss_check_sentences(ran: pd.DataFrame) -> list[str]:
         if not outside
         else f"outside {share(tolerance)} of it: {', '.join(outside)}"
     )
+    if broken:
+        verdict = f"of the rungs with a finite loss, {verdict}"
     return [
         f"- Same computation: {int(reference['check_steps'])} steps at learning rate "
         f"{reference.get('check_lr', float('nan')):.3g} from the same weights and batch take `{reference['rung']}`'s "

@@ -63,7 +63,7 @@ def batch_rows(args: argparse.Namespace) -> list[dict]:
             host_overhead=row.get("median_ms", float("nan")) / graphed - 1 if graphed == graphed else float("nan"),
         )
         rows.append(row)
-        if row["status"] != "ok":  # out of memory: no larger batch fits either
+        if row["status"] == "oom":  # no larger batch fits either
             break
     return rows
 

@@ -48,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--settle-seconds",
         type=float,
         default=0.0,
-        help="the most seconds of untimed replays before the graphed timing of each point; ends once steady",
+        help="the most seconds of untimed replays before each attention's block of replays; ends once steady",
     )
     p.add_argument(
         "--physics-slack",
