@@ -96,8 +96,8 @@ def test_the_ladder_loss_target_is_the_rows():
     point = ladder[(ladder["size"] == first["size"]) & (ladder["context_length"] == first["context_length"])]
     ran = point[point["status"] == "ok"].set_index("rung", drop=False)
     assert any("within 2% of it" in s or "outside 2% of it" in s for s in ladder_section.loss_check_sentences(ran))
-    (sentence,) = ladder_section.loss_check_sentences(ran.assign(loss_tolerance=0.5))
-    assert "every bf16 rung is within 50% of it" in sentence
+    sentences = ladder_section.loss_check_sentences(ran.assign(loss_tolerance=0.5))
+    assert any("every bf16 rung is within 50% of it" in s for s in sentences)
 
 
 def test_the_fit_acceptance_in_the_comm_text_is_the_rows():
