@@ -1,4 +1,4 @@
-# pinned: COMMIT  (uses lmperf internals; run it from a checkout of that commit)
+# pinned: 6084ef569efd  (uses lmperf internals; run it from a checkout of that commit)
 # internals: flash_attention._forward, _heads_view, _backward
 """What does autograd add to the host time of our forward, and which part of it?
 
