@@ -3,8 +3,9 @@
 Timed piece by piece, our forward's plan and launch (26-42 us), the autograd.Function floor (7-11 us)
 and the output views do not add up to what one forward costs the host in the model (31-104 us more
 than SDPA's; notes/flash-launch.md, "In the model, one call piece by piece"). This times the same
-call in the ways autograd can see it, then records torch.profiler's host timeline of single calls,
-ours and SDPA's, so that the time between the ops shows too.
+call in the ways autograd can see it, and forward + backward, then records torch.profiler's host
+timeline of single calls, ours and SDPA's, so that the time between the ops shows too (the backward's
+ops on the autograd engine's thread included).
 
 Shapes: the model's (batch 4, 16 heads, d 64, bf16, causal), q and k contiguous, v a view of a
 (batch, seq, heads, d) projection, at 128 and 1024 queries.
@@ -51,7 +52,18 @@ def variants(batch, heads, seq, d):
 
         return call
 
+    dy = make(batch, seq, heads * d)
+
+    def forward_backward(attention):  # the output merged for the output projection, as in the model
+        def call():
+            out = attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, heads * d)
+            out.backward(dy)
+
+        return call
+
     return {
+        "sdpa, forward + backward": forward_backward(sdpa_attention),
+        "ours, forward + backward": forward_backward(flash_triton_attention),
         "sdpa, inputs need grad": lambda: sdpa_attention(q, k, v, is_causal=True),
         "sdpa, no_grad": no_grad(lambda: sdpa_attention(q, k, v, is_causal=True)),
         "ours, inputs need grad": lambda: flash_triton_attention(q, k, v, is_causal=True),
@@ -104,10 +116,10 @@ def main():
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for seq in (128, 1024):
         table = variants(4, 16, seq, 64)
-        print(f"\nbatch 4 x heads 16 x seq {seq} x d 64: host us per forward (50 back to back, median of 15)")
+        print(f"\nbatch 4 x heads 16 x seq {seq} x d 64: host us per call (50 back to back, median of 15)")
         for name, fn in table.items():
             print(f"  {name:40s} {host_us(fn):8.1f}", flush=True)
-        for name in ("ours, inputs need grad", "sdpa, inputs need grad", "ours .apply, detached inputs"):
+        for name in ("ours, inputs need grad", "sdpa, inputs need grad", "ours, forward + backward", "sdpa, forward + backward"):
             print("\n".join(timeline(table[name], name)), flush=True)
 
 

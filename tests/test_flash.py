@@ -195,6 +195,23 @@ def test_triton_merged_heads_output_is_the_heads_merged_with_the_same_gradients(
         FlashAttentionTriton.apply(*(t.reshape(batch * heads, n, d) for t in leaves[0]), True, True)
 
 
+@pytest.mark.parametrize("heads, merged_heads", [(0, False), (3, False), (3, True)])
+def test_triton_forward_without_backward_frees_its_graph(heads, merged_heads):
+    """A forward whose inputs need grad, its output dropped with no backward (an evaluation without
+    no_grad, a host-time benchmark): the graph node and what it saved are freed at once. A saved view
+    of the returned output made a reference cycle, and every such call leaked its outputs."""
+    import gc
+    import weakref
+
+    shape = (2, heads, 37, 16) if heads else (2, 37, 16)
+    q, k, v = (torch.randn(shape).to(DEVICE, torch.bfloat16).requires_grad_() for _ in range(3))
+    out = FlashAttentionTriton.apply(q, k, v, True, merged_heads)
+    node = weakref.ref(out.grad_fn)
+    del out
+    gc.collect()
+    assert node() is None
+
+
 def test_leaderboard_implementations_take_turns_round_by_round():
     """A B C A B C ...: a slow stretch of the run hits every implementation alike, and round i of one
     pairs with round i of another."""

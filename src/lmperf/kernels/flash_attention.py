@@ -737,14 +737,17 @@ class FlashAttentionTriton(torch.autograd.Function):
             out, L = torch.ops.lmperf.flash_attention_forward(Q, K, V, is_causal)
         else:
             Q, K, V, out, L = _forward(Q, K, V, is_causal)
-        O = _heads_view(out, Q)
-        ctx.save_for_backward(L, Q, K, V, O)
+        # Saved: out, never its heads view. Where out is returned, a saved view of it would hold out,
+        # out its graph node, and the node the view: a cycle that a forward without a backward never
+        # frees (each call's outputs leaked, and each call's allocations went to the driver).
+        ctx.save_for_backward(L, Q, K, V, out)
         ctx.is_causal, ctx.merged_heads = is_causal, merged_heads
-        return out if merged_heads else O
+        return out if merged_heads else _heads_view(out, Q)
 
     @staticmethod
     def backward(ctx, dO):
-        L, Q, K, V, O = ctx.saved_tensors
+        L, Q, K, V, out = ctx.saved_tensors
+        O = _heads_view(out, Q)
         if ctx.merged_heads:  # (batch, seq, heads x d) -> (batch, heads, seq, d), a view where it can be
             batch, heads, n, d = O.shape
             dO = dO.reshape(batch, n, heads, d).transpose(1, 2)
