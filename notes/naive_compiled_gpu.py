@@ -10,9 +10,9 @@ as the model runs it (bf16 autocast):
    and 64 for comparison): naive eager, naive compiled, SDPA and ours, against naive in float64;
 2. the 2.7B model at one set of weights: each attention's loss, compiled and eager, against SDPA in
    fp32, and its gradients against SDPA's in fp32;
-3. twenty train steps of each from the same weights (lmperf's AdamW at its default rate).
+3. twenty (``--steps``) train steps of each from the same weights (lmperf's AdamW at its default rate).
 
-    PYTHONPATH=src python notes/naive_compiled_gpu.py [--size 2.7B] [--context-length 1024] > notes/logs/<date>-naive_compiled_gpu.txt
+    PYTHONPATH=src python notes/naive_compiled_gpu.py [--size 2.7B] [--context-length 1024] [--steps 20] > notes/logs/<date>-naive_compiled_gpu.txt
 """
 
 import argparse
@@ -117,8 +117,9 @@ def training(model, tokens, targets, steps=20):
                 loss.backward()
                 optimizer.step()
                 losses.append(f"{float(loss):.3f}")
+            bad = sum(int((~torch.isfinite(p)).sum()) for p in model.parameters())
         label = f"{attention} {'eager' if stance == EAGER else 'compiled'}"
-        print(f"  {label:<21} {' '.join(losses)}", flush=True)
+        print(f"  {label:<21} {' '.join(losses)}; non-finite weights after: {bad}", flush=True)
         del optimizer
 
 
@@ -126,6 +127,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", default="2.7B")
     p.add_argument("--context-length", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=20, help="train steps of each attention in part 3")
     args = p.parse_args()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     attention_alone()
@@ -133,7 +135,7 @@ def main():
     compile_blocks(model)
     tokens, targets = random_batch(model.cfg.vocab_size, 4, args.context_length, CUDA)
     model_at_one_point(model, tokens, targets)
-    training(model, tokens, targets)
+    training(model, tokens, targets, args.steps)
 
 
 if __name__ == "__main__":
