@@ -9,6 +9,9 @@ ours in one thing each, at the model's shape (batch 4, 16 heads, 128 queries, d 
 interleaved round by round, and then cProfile of our call with and without grad, by own time.
 
     PYTHONPATH=src python notes/flash_autograd_cost.py > notes/logs/<date>-flash_autograd_cost.txt
+
+Ran at: 3a4be950d09d (NVIDIA H200, torch 2.11, Triton 3.6), whose src/ is the pinned commit's,
+    output: notes/logs/2026-11-29-flash_autograd_cost-3a4be95-h200.txt
 """
 
 import cProfile

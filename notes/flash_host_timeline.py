@@ -11,6 +11,12 @@ Shapes: the model's (batch 4, 16 heads, d 64, bf16, causal), q and k contiguous,
 (batch, seq, heads, d) projection, at 128 and 1024 queries.
 
     PYTHONPATH=src python notes/flash_host_timeline.py > notes/logs/<date>-flash_host_timeline.txt
+
+Ran at: 22b14b2e7c6a (NVIDIA H200, torch 2.11, Triton 3.6), the script as then (forward rows only),
+    before our forward stopped saving a view of its output (a417b2997d87),
+    output: notes/logs/2026-11-29-flash_host_timeline-22b14b2-h200.txt
+Ran at: a417b2997d87 (NVIDIA H200, torch 2.11, Triton 3.6),
+    output: notes/logs/2026-11-29-flash_host_timeline-a417b29-h200.txt
 """
 
 import statistics

@@ -13,6 +13,11 @@ as the model runs it (bf16 autocast):
 3. twenty (``--steps``) train steps of each from the same weights (lmperf's AdamW at its default rate).
 
     PYTHONPATH=src python notes/naive_compiled_gpu.py [--size 2.7B] [--context-length 1024] [--steps 20] > notes/logs/<date>-naive_compiled_gpu.txt
+
+Ran at: 22b14b2e7c6a (NVIDIA H200, torch 2.11), the script as then (20 steps, no count of
+    non-finite weights), output: notes/logs/2026-11-29-naive_compiled_gpu-22b14b2-h200.txt
+Ran at: 541afc874526 (NVIDIA H200, torch 2.11), ``--steps 60``,
+    output: notes/logs/2026-11-29-naive_compiled_gpu-541afc8-h200.txt
 """
 
 import argparse

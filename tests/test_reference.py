@@ -1439,3 +1439,51 @@ def test_flash_fa4_slice_is_one_commit_and_says_what_its_rows_show():
     assert misses_before == {(64, 2048): 2.06, (128, 512): 1.99, (128, 4096): 1.75}
     assert not set(misses) & set(misses_before) and "No point misses in both runs" in readme
     assert "1.95, 2.24 and 1.39" in readme and "1.99 and 1.75" in readme
+
+
+ONE_ALLOCATION = REFERENCE.parent / "one-allocation"
+
+
+@pytest.mark.parametrize("run", ["run1", "run2"])
+def test_e2e_and_the_ladder_time_the_2p7b_step_within_2_percent_at_one_commit(run):
+    """Both studies of a run at one commit; the report's pairing (``against_e2e``) finds our attention's
+    train step in both, within 2% of each other, as section 7 of the README says; naive attention's
+    train step is the error row it names."""
+    from lmperf.report.ladder_section import against_e2e
+
+    folder = ONE_ALLOCATION / "e2e-ladder" / run
+    e2e, ladder = render.read(folder / "e2e.csv"), render.read(folder / "ladder.csv")
+    assert pd.concat([e2e["commit"], ladder["commit"]]).nunique() == 1
+    pair = against_e2e(ladder, e2e)
+    assert pair["rung"].tolist() == ["flash"] and pair["timing"].tolist() == ["graphed"]
+    e2e_ms, ladder_ms, ratio = pair[["e2e_ms", "ladder_ms", "ratio"]].iloc[0]
+    assert abs(ratio - 1) <= 0.02
+    readme = readme_of(ONE_ALLOCATION)
+    assert f"{e2e_ms:.2f}" in readme and f"{ladder_ms:.2f}" in readme and f"{ratio:.3f})" in readme
+    naive = e2e[(e2e["attention"] == "naive") & (e2e["mode"] == "train_step")]
+    assert naive["status"].tolist() == ["error"] and "non-finite" in naive["note"].iloc[0]
+
+
+def test_flash_launch_slice_is_one_commit_and_its_table_is_the_paired_bootstrap():
+    """Every row of the README's table is the CSVs': launched medians, ours over SDPA with the paired
+    bootstrap CI of their interleaved steps and its verdict, and the graphed ratio; the count of
+    slower points is the table's."""
+    from lmperf.measure.stats import ratio_ci
+    from lmperf.report.e2e_analysis import split_ms
+
+    folder = REFERENCE.parent / "flash-launch"
+    readme, slower = (folder / "README.md").read_text(), 0
+    for size in ("small", "medium"):
+        e2e = render.read(folder / f"e2e-{size}.csv")
+        assert e2e["commit"].nunique() == 1 and e2e["host_bound"].all()
+        for (context, mode), group in e2e.groupby(["context_length", "mode"], sort=False):
+            sdpa, ours = group.set_index("attention").loc[["sdpa", "flash_triton"]].itertuples()
+            value, low, high = ratio_ci(split_ms(ours.step_times_ms), split_ms(sdpa.step_times_ms))
+            verdict = "slower" if low > 1 else "faster" if high < 1 else "not resolved"
+            slower += verdict == "slower"
+            graphed = ours.graphed_median_ms / sdpa.graphed_median_ms
+            assert (
+                f"| {size} | {context} | {mode} | {sdpa.median_ms:.2f} | {ours.median_ms:.2f} | "
+                f"{value:.3f} [{low:.3f}, {high:.3f}] {verdict} | {graphed:.3f} |"
+            ) in readme
+    assert f"at {slower} of 24 points the CI lies above 1" in " ".join(readme.split())
