@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from lmperf import registry
-from lmperf.report import comm_section, flash_section, ladder_section, render
+from lmperf.report import comm_section, e2e_section, flash_section, ladder_section, render
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "tests/data/smoke-cpu"
@@ -50,6 +50,22 @@ def test_gpu_sections_read_only_declared_columns(slice_, results, draw):
     """The same of GPU rows (committed reference runs), whose columns a CPU run leaves empty."""
     frames = [render.read(REFERENCE / slice_ / f"{Path(name).name}.csv") for name in results]
     assert draw(*(declared_only(f, name) for f, name in zip(frames, results))) == draw(*frames)
+
+
+ONE_ALLOCATION = ROOT / "report/reference/one-allocation"
+
+
+def test_sections_of_rows_timed_in_turns_read_only_declared_columns():
+    """The same of rows whose replays took turns (clock, power and each turn's median): e2e's section,
+    and the ladder's beside e2e at 2.7B, where it shows both studies' clocks."""
+    run = ONE_ALLOCATION / "e2e-ladder/run1"
+    e2e, ladder = render.read(run / "e2e.csv"), render.read(run / "ladder.csv")
+    assert "graphed_turns" in e2e and "replay_turn_ms" in ladder
+    declared = declared_only(ladder, "ladder"), declared_only(e2e, "e2e")
+    assert ladder_section.render(declared[0], None, declared[1]) == ladder_section.render(ladder, None, e2e)
+    small = render.read(ONE_ALLOCATION / "head-d3fc0d3/rows/e2e/small/bf16-eager.csv")
+    warmup = render.read(SMOKE / "warmup.csv")
+    assert e2e_section.render(declared_only(small, "e2e"), warmup) == e2e_section.render(small, warmup)
 
 
 def test_a_section_reading_an_undeclared_column_fails(monkeypatch):

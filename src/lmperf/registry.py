@@ -158,6 +158,10 @@ COLUMNS = {
         "mode": str, "model_tflop_per_step": float, "n_steps": int, "optimizer": str, "params": int,
         "peak_mem_gib": float, "peak_tflops": float, "precision": str, "size": str, "step_times_ms": str,
         "tokens_per_s": float, "warmup_steps": int, "physics_slack": float,
+        "graphed_sm_clock_mhz": float, "graphed_power_w": float, "graphed_power_limit_w": float,
+        "graphed_clock_event_reasons": str, "graphed_turns": int, "graphed_turn_ms": str,
+        "graphed_turn_sm_clock_mhz": str, "graphed_turn_power_w": str, "graphed_turn_temperature_c": str,
+        "graphed_turn_clock_event_reasons": str, "graphed_settle_steps": int, "graphed_turn_settle_s": str,
     },
     "flash/leaderboard": {
         "attention_kernel": str, "batch": int, "ci95_high_ms": float, "ci95_low_ms": float, "cv": float, "d": int,
@@ -188,7 +192,10 @@ COLUMNS = {
         "replay_power_w": float, "replay_settle_s": float, "replay_sm_clock_mhz": float, "replay_turn_power_w": str,
         "replay_turns": int, "rung": str, "size": str, "step_times_ms": str, "tokens_per_s": float, "weights": str,
         "loss_tolerance": float, "power_limit_share": float, "launched_turn_settle_s": str,
-        "replay_turn_settle_s": str,
+        "replay_turn_settle_s": str, "replay_turn_ms": str, "replay_turn_sm_clock_mhz": str,
+        "replay_turn_temperature_c": str, "replay_turn_clock_event_reasons": str, "launched_turn_ms": str,
+        "launched_turn_sm_clock_mhz": str, "launched_turn_power_w": str, "launched_turn_temperature_c": str,
+        "launched_turn_clock_event_reasons": str,
     },
     "ladder_kernels": {
         "batch_size": int, "category": str, "context_length": int, "kernel": str, "ms_per_step": float, "rung": str,
