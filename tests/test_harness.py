@@ -226,28 +226,34 @@ def test_a_graph_that_cannot_be_captured_is_tried_once_and_named():
         assert pd.isna(row["graphed_median_ms"]) and "graphed_turns" not in row
 
 
+def sdpa_breaks_the_weights(monkeypatch, after: int = 0, mode: str | None = None, value: float = float("nan")):
+    """A stand-in step: sdpa's steps (of ``mode``, or of every mode) set one weight to ``value`` from
+    their (after + 1)-th call on, as naive attention compiled in bf16 once did at 2.7B."""
+    make, use, current, calls = harness.make_step, harness.use_attention, {}, []
+    monkeypatch.setattr(harness, "use_attention", lambda model, a: current.update(a=a) or use(model, a))
+
+    def breaking(step_mode, model, *args, **kwargs):
+        inner = make(step_mode, model, *args, **kwargs)
+
+        def step():
+            inner()
+            if current["a"] == "sdpa" and mode in (None, step_mode):
+                calls.append(1)
+                if len(calls) > after:
+                    with torch.no_grad():
+                        model.lm_head.weight[0, 0] = value
+
+        return step
+
+    monkeypatch.setattr(harness, "make_step", breaking)
+
+
 def test_a_variant_that_breaks_the_weights_is_an_error_row_and_the_rest_stay_finite(monkeypatch):
     """The variants share one model: a step that turns a weight into NaN would leave every later step
     timing a broken model (at 2.7B naive attention compiled in bf16 did, and the others then ran at a
     higher clock). The variant that broke it in its warm-up is an error row that says so, the initial
     weights come back, and the other variant and every later point are measured on finite weights."""
-    make = harness.make_step
-    current = {}
-    use = harness.use_attention
-    monkeypatch.setattr(harness, "use_attention", lambda model, a: current.update(a=a) or use(model, a))
-
-    def breaking(mode, model, *args, **kwargs):
-        inner = make(mode, model, *args, **kwargs)
-
-        def step():
-            inner()
-            if current["a"] == "sdpa" and mode == "train_step":
-                with torch.no_grad():
-                    model.lm_head.weight[0, 0] = float("nan")
-
-        return step
-
-    monkeypatch.setattr(harness, "make_step", breaking)
+    sdpa_breaks_the_weights(monkeypatch, mode="train_step")
     spec = BenchmarkSpec("nano", (8, 16), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
     rows = pd.DataFrame(run_benchmark(spec, modes=("forward", "train_step"), device=CPU))
     broken = rows[(rows["mode"] == "train_step") & (rows["attention"] == "sdpa")]
@@ -260,25 +266,7 @@ def test_a_timed_step_that_breaks_the_weights_is_found_by_timing_each_variant_al
     """Broken during the timed steps, where the variants interleave: each variant is timed again alone
     from the initial weights; the one that breaks them is the error row, the other's row says it was
     timed alone, and the next point runs on finite weights."""
-    make = harness.make_step
-    current, calls = {}, []
-    use = harness.use_attention
-    monkeypatch.setattr(harness, "use_attention", lambda model, a: current.update(a=a) or use(model, a))
-
-    def breaking(mode, model, *args, **kwargs):
-        inner = make(mode, model, *args, **kwargs)
-
-        def step():
-            inner()
-            if mode == "train_step" and current["a"] == "sdpa":
-                calls.append(1)
-                if len(calls) >= 2:  # past its one warm-up step
-                    with torch.no_grad():
-                        model.lm_head.weight[0, 0] = float("inf")
-
-        return step
-
-    monkeypatch.setattr(harness, "make_step", breaking)
+    sdpa_breaks_the_weights(monkeypatch, after=1, mode="train_step", value=float("inf"))  # past its warm-up
     spec = BenchmarkSpec("nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
     rows = pd.DataFrame(run_benchmark(spec, modes=("train_step", "forward"), device=CPU))
     assert list(rows["status"]) == ["ok", "error", "ok", "ok"]
@@ -300,24 +288,8 @@ def test_with_no_warm_up_nothing_runs_before_the_first_timed_step(monkeypatch):
 def test_a_variant_whose_replays_break_the_weights_is_the_error_row(monkeypatch):
     """Replays are timed in blocks of their own, so a block that broke the weights names its variant;
     the weights come back for the next block (stand-in capture: the launched step as its "replay")."""
-    make, use, current, calls = harness.make_step, harness.use_attention, {}, []
-    monkeypatch.setattr(harness, "use_attention", lambda model, a: current.update(a=a) or use(model, a))
     monkeypatch.setattr(harness, "capture_graph", lambda step, device, warmup_steps, after_warmup: step)
-
-    def breaking(mode, model, *args, **kwargs):
-        inner = make(mode, model, *args, **kwargs)
-
-        def step():
-            inner()
-            if current["a"] == "sdpa":
-                calls.append(1)
-                if len(calls) > 4:  # its warm-up, two launched steps and the memory step passed
-                    with torch.no_grad():
-                        model.lm_head.weight[0, 0] = float("nan")
-
-        return step
-
-    monkeypatch.setattr(harness, "make_step", breaking)
+    sdpa_breaks_the_weights(monkeypatch, after=4)  # past its warm-up, two launched steps and the memory step
     spec = BenchmarkSpec(
         "nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, rel_halfwidth=0.5, max_steps=2)
     )
