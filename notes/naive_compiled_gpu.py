@@ -15,8 +15,9 @@ as the model runs it (bf16 autocast):
     PYTHONPATH=src python notes/naive_compiled_gpu.py [--size 2.7B] [--context-length 1024] [--steps 20] > notes/logs/<date>-naive_compiled_gpu.txt
 
 Ran at: 22b14b2e7c6a (NVIDIA H200, torch 2.11), the script as then (20 steps, no count of
-    non-finite weights), output: notes/logs/2026-11-29-naive_compiled_gpu-22b14b2-h200.txt
-Ran at: 541afc874526 (NVIDIA H200, torch 2.11), ``--steps 60``,
+    non-finite weights, a warning in the output), output: notes/logs/2026-11-29-naive_compiled_gpu-22b14b2-h200.txt
+Ran at: 541afc874526 (NVIDIA H200, torch 2.11), ``--steps 60``, the script as then (since, only
+    docstrings and a detach that silences a warning in the outputs),
     output: notes/logs/2026-11-29-naive_compiled_gpu-541afc8-h200.txt
 """
 
@@ -36,11 +37,13 @@ EAGER = "force_eager"
 def relative(a, b):
     """|a - b| / |b| over whole tensors (or lists of tensors), in float64."""
     a, b = ([x] if torch.is_tensor(x) else x for x in (a, b))
-    diff = sum(float((x.detach().double() - y.double()).norm() ** 2) for x, y in zip(a, b, strict=True))
-    return math.sqrt(diff / sum(float(y.double().norm() ** 2) for y in b))
+    a, b = ([x.detach().double() for x in xs] for xs in (a, b))
+    diff = sum(float((x - y).norm() ** 2) for x, y in zip(a, b, strict=True))
+    return math.sqrt(diff / sum(float(y.norm() ** 2) for y in b))
 
 
 def attention_alone():
+    """Part 1: one call at the model's shape, each variant's output and gradients against float64's."""
     print("1. One attention call, batch 4, 32 heads, 1024 queries, causal; error against naive in float64")
     for d in (80, 64):
         torch.manual_seed(0)
@@ -70,6 +73,7 @@ def attention_alone():
 
 
 def loss_and_grads(model, tokens, targets, precision, grads=True):
+    """The model's loss at ``precision``, and its parameters' gradients where ``grads``."""
     model.zero_grad(set_to_none=True)
     with torch.set_grad_enabled(grads), autocast_context(precision, CUDA):
         loss = cross_entropy(model(tokens), targets)
@@ -79,6 +83,8 @@ def loss_and_grads(model, tokens, targets, precision, grads=True):
 
 
 def model_at_one_point(model, tokens, targets):
+    """Part 2: at one set of weights, each attention's loss and gradients, compiled and eager, against
+    SDPA's in fp32 (eager, as a reference that no compiler touched)."""
     print(f"2. The model, context {tokens.shape[1]}, batch 4, at its initial weights")
     use_attention(model, "sdpa")
     with torch.compiler.set_stance(EAGER):
@@ -105,6 +111,8 @@ def model_at_one_point(model, tokens, targets):
 
 
 def training(model, tokens, targets, steps=20):
+    """Part 3: ``steps`` train steps of each attention from the same weights and a fresh optimizer: how
+    the loss moves, and whether the weights stay finite."""
     print(f"3. {steps} train steps from the initial weights, lmperf AdamW at its default rate; loss before each")
     initial = [p.detach().clone() for p in model.parameters()]
     for attention, stance in (("flash_triton", "default"), ("naive", "default"), ("naive", EAGER), ("sdpa", "default")):

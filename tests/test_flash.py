@@ -6,6 +6,7 @@ shapes with 16 x 16 tiles so that many tiles, partial edge tiles and the causal 
 
 import math
 import re
+import weakref
 
 import pytest
 import torch
@@ -195,20 +196,20 @@ def test_triton_merged_heads_output_is_the_heads_merged_with_the_same_gradients(
         FlashAttentionTriton.apply(*(t.reshape(batch * heads, n, d) for t in leaves[0]), True, True)
 
 
-@pytest.mark.parametrize("heads, merged_heads", [(0, False), (3, False), (3, True)])
-def test_triton_forward_without_backward_frees_its_graph(heads, merged_heads):
+@pytest.mark.parametrize(
+    "shape, merged_heads",
+    [((2, 37, 16), False), ((2, 3, 37, 16), False), ((2, 3, 37, 16), True)],
+    ids=["3d", "heads", "merged-heads"],
+)
+def test_triton_forward_without_backward_frees_its_graph(shape, merged_heads):
     """A forward whose inputs need grad, its output dropped with no backward (an evaluation without
     no_grad, a host-time benchmark): the graph node and what it saved are freed at once. A saved view
-    of the returned output made a reference cycle, and every such call leaked its outputs."""
-    import gc
-    import weakref
-
-    shape = (2, heads, 37, 16) if heads else (2, 37, 16)
+    of the returned output made a reference cycle (notes/saved_view_cycle.py), and every such call
+    leaked its outputs."""
     q, k, v = (torch.randn(shape).to(DEVICE, torch.bfloat16).requires_grad_() for _ in range(3))
     out = FlashAttentionTriton.apply(q, k, v, True, merged_heads)
     node = weakref.ref(out.grad_fn)
     del out
-    gc.collect()
     assert node() is None
 
 

@@ -56,8 +56,9 @@ ONE_ALLOCATION = ROOT / "report/reference/one-allocation"
 
 
 def test_sections_of_rows_timed_in_turns_read_only_declared_columns():
-    """The same of rows whose replays took turns (clock, power and each turn's median): e2e's section,
-    and the ladder's beside e2e at 2.7B, where it shows both studies' clocks."""
+    """Sections rendered from rows whose replays took turns (clock, power and each turn's median) read
+    only declared columns: e2e's section, and the ladder's beside e2e at 2.7B, where it shows both
+    studies' clocks."""
     run = ONE_ALLOCATION / "e2e-ladder/run1"
     e2e, ladder = render.read(run / "e2e.csv"), render.read(run / "ladder.csv")
     assert "graphed_turns" in e2e and "replay_turn_ms" in ladder
