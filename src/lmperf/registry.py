@@ -103,6 +103,32 @@ def allreduce_gpus(backend, world) -> int:
     return int(world) if backend == "nccl" else 0
 
 
+def held_in_turns(prefix: str) -> dict:
+    """The columns of a block timed in turns while the GPU is sampled, under ``prefix`` ('graphed_',
+    'launched_', 'replay_'): the sampled clock and power (measure/power.py's ``Samples.columns``) and
+    each turn's median, clock, power and hold (measure/turns.py's ``turn_columns``)."""
+    sampled = {
+        "sm_clock_mhz": float,
+        "power_w": float,
+        "power_limit_w": float,
+        "temperature_c": float,
+        "clock_event_reasons": str,
+        "gpu_samples": int,
+        "gpu_note": str,
+    }
+    turns = {
+        "turns": int,
+        "turn_ms": str,
+        "turn_sm_clock_mhz": str,
+        "turn_power_w": str,
+        "turn_temperature_c": str,
+        "turn_clock_event_reasons": str,
+        "settle_steps": int,
+        "turn_settle_s": str,
+    }
+    return {prefix + name: kind for name, kind in {**sampled, **turns}.items()}
+
+
 # The columns each result's rows promise beyond ROW and ENV, by result name (results/<name>.csv).
 # fmt: off
 COLUMNS = {
@@ -157,12 +183,7 @@ COLUMNS = {
         "matmul_precision": str, "measured_steps": int, "median_ms": float, "mfu": float, "min_ms": float,
         "mode": str, "model_tflop_per_step": float, "n_steps": int, "optimizer": str, "params": int,
         "peak_mem_gib": float, "peak_tflops": float, "precision": str, "size": str, "step_times_ms": str,
-        "tokens_per_s": float, "warmup_steps": int, "physics_slack": float,
-        "graphed_sm_clock_mhz": float, "graphed_power_w": float, "graphed_power_limit_w": float,
-        "graphed_clock_event_reasons": str, "graphed_temperature_c": float, "graphed_gpu_samples": int,
-        "graphed_gpu_note": str, "graphed_turns": int, "graphed_turn_ms": str,
-        "graphed_turn_sm_clock_mhz": str, "graphed_turn_power_w": str, "graphed_turn_temperature_c": str,
-        "graphed_turn_clock_event_reasons": str, "graphed_settle_steps": int, "graphed_turn_settle_s": str,
+        "tokens_per_s": float, "warmup_steps": int, "physics_slack": float, **held_in_turns("graphed_"),
     },
     "flash/leaderboard": {
         "attention_kernel": str, "batch": int, "ci95_high_ms": float, "ci95_low_ms": float, "cv": float, "d": int,
@@ -184,22 +205,14 @@ COLUMNS = {
         "event_median_ms": float, "first_step_ms": float, "forward_ms": float, "fwd_bwd_mfu": float, "graphed": bool,
         "graphed_ci95_high_ms": float, "graphed_ci95_low_ms": float, "graphed_median_ms": float,
         "graphed_mfu": float, "graphed_step_times_ms": str, "hbm_gbps": float, "host_bound": bool,
-        "host_overhead_ms": float, "initial_loss": float, "launched_settle_steps": int, "launched_turns": int,
-        "loss": str, "loss_after_check": float, "matmul_tflops": float, "median_ms": float, "mfu": float,
+        "host_overhead_ms": float, "initial_loss": float, "loss": str, "loss_after_check": float,
+        "matmul_tflops": float, "median_ms": float, "mfu": float,
         "min_ms": float, "model_tflop_per_step": float, "n_steps": int, "on_ladder": bool, "optimizer": str,
         "optimizer_bound_ms": float, "optimizer_gbps": float, "optimizer_graphed_gbps": float,
         "optimizer_graphed_ms": float, "optimizer_ms": float, "order": int, "params": int, "peak_mem_gib": float,
-        "peak_tflops": float, "precision": str, "replay_clock_event_reasons": str, "replay_power_limit_w": float,
-        "replay_power_w": float, "replay_settle_s": float, "replay_sm_clock_mhz": float, "replay_turn_power_w": str,
-        "replay_turns": int, "rung": str, "size": str, "step_times_ms": str, "tokens_per_s": float, "weights": str,
-        "loss_tolerance": float, "power_limit_share": float, "launched_turn_settle_s": str,
-        "replay_turn_settle_s": str, "replay_turn_ms": str, "replay_turn_sm_clock_mhz": str,
-        "replay_turn_temperature_c": str, "replay_turn_clock_event_reasons": str, "launched_turn_ms": str,
-        "launched_turn_sm_clock_mhz": str, "launched_turn_power_w": str, "launched_turn_temperature_c": str,
-        "launched_turn_clock_event_reasons": str, "launched_sm_clock_mhz": float, "launched_power_w": float,
-        "launched_power_limit_w": float, "launched_temperature_c": float, "launched_clock_event_reasons": str,
-        "launched_gpu_samples": int, "launched_gpu_note": str, "replay_temperature_c": float,
-        "replay_gpu_samples": int, "replay_gpu_note": str, "replay_settle_steps": int,
+        "peak_tflops": float, "precision": str, "replay_settle_s": float, "rung": str, "size": str,
+        "step_times_ms": str, "tokens_per_s": float, "weights": str, "loss_tolerance": float,
+        "power_limit_share": float, **held_in_turns("launched_"), **held_in_turns("replay_"),
     },
     "ladder_kernels": {
         "batch_size": int, "category": str, "context_length": int, "kernel": str, "ms_per_step": float, "rung": str,
