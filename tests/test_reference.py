@@ -1468,7 +1468,7 @@ def test_flash_launch_slice_is_one_commit_and_its_table_is_the_paired_bootstrap(
     """Every row of the README's table is the CSVs': launched medians, ours over SDPA with the paired
     bootstrap CI of their interleaved steps and its verdict, and the graphed ratio; the count of
     slower points is the table's."""
-    from lmperf.measure.stats import ratio_ci
+    from lmperf.measure.stats import ratio_ci, resolved
     from lmperf.report.e2e_analysis import split_ms
 
     folder = REFERENCE.parent / "flash-launch"
@@ -1480,7 +1480,7 @@ def test_flash_launch_slice_is_one_commit_and_its_table_is_the_paired_bootstrap(
         for (context, mode), group in e2e.groupby(["context_length", "mode"], sort=False):
             sdpa, ours = group.set_index("attention").loc[["sdpa", "flash_triton"]].itertuples()
             value, low, high = ratio_ci(split_ms(ours.step_times_ms), split_ms(sdpa.step_times_ms))
-            verdict = "slower" if low > 1 else "faster" if high < 1 else "not resolved"
+            verdict = ("slower" if value > 1 else "faster") if resolved(low, high) else "not resolved"
             slower += verdict == "slower"
             graphed = ours.graphed_median_ms / sdpa.graphed_median_ms
             assert (
