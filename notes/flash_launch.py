@@ -1,3 +1,5 @@
+# pinned: 2b557cf28f35  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_attention_gluon.Forward, flash_attention_gluon._over, Forward.descs
 """Host time of our FlashAttention launched: where it goes, and the plans per signature against main.
 
 Times main's code (``src/lmperf/attention`` at BASE, copied by ``base`` below as the package

@@ -177,3 +177,77 @@ def test_launcher_repeats_the_launch_on_new_storage(tuned):
         launch(x, y, n, factor)
         assert torch.equal(y, x * factor)
     assert (launch.compiled is None) == INTERPRET
+
+
+@triton.jit
+def _doubled_rows(X_desc, Y, n, BLOCK: tl.constexpr, D: tl.constexpr):
+    row = tl.program_id(0) * BLOCK
+    rows = row + tl.arange(0, BLOCK)
+    tl.store(Y + rows[:, None] * D + tl.arange(0, D)[None, :], X_desc.load([row, 0]) * 2, mask=rows[:, None] < n)
+
+
+def test_launcher_builds_each_calls_descriptor_over_its_own_tensor():
+    """A kernel that takes a tensor descriptor: the Launcher is given the descriptor without a base,
+    each call passes a tensor, and the kernel reads that tensor. On a Hopper GPU the launches after
+    the first pass descriptors encoded once per address (Launcher.encoded); a stale one would read
+    the last call's storage."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    n, d, block = 100, 16, 32
+    template = TensorDescriptor(torch.empty(n, d, device=DEVICE), [n, d], [d, 1], [block, d])
+    template.base = None
+    launch = Launcher(_doubled_rows, (triton.cdiv(n, block),), interpret=INTERPRET, descriptors={0: template},
+                      BLOCK=block, D=d)  # fmt: skip
+    kept = [torch.randn(n, d, device=DEVICE) for _ in range(2)]
+    for x in [torch.randn(n, d, device=DEVICE) for _ in range(3)] + kept + kept:
+        y = torch.zeros_like(x)
+        launch(x, y, n)
+        assert torch.equal(y, x * 2)
+    if launch.compiled is not None and launch.metas is not None:  # encoded: one per address it saw
+        assert len(launch.tensor_maps) == len({x.data_ptr() for x in kept}) + 2  # + the first two after compiling
+
+
+def test_launcher_encodes_each_address_once_and_splices_it_in_place():
+    """Launcher.encoded, with a stand-in for Triton's encoder: each descriptor's tensor is replaced by
+    its encoding (the map, then shape and strides) where it stood, other arguments are kept in order,
+    and an address seen before is not encoded again."""
+
+    class Template:  # over() copies its fields and sets the tensor as base
+        pass
+
+    launch = Launcher(_doubled_rows, (1,), descriptors={3: Template(), 0: Template()})
+    calls = []
+
+    def encode(described, meta):
+        calls.append((described.base.data_ptr(), meta))
+        return [f"map {meta} {described.base.data_ptr()}", "shape", "stride"]
+
+    launch.metas, launch.encode, launch.tensor_maps = ["m0", "m3"], encode, {}
+    a, b = torch.zeros(4), torch.zeros(4)
+    for _ in range(2):
+        args = launch.encoded((a, "x", 7, b, "y"))
+        assert args == [f"map m0 {a.data_ptr()}", "shape", "stride", "x", 7, f"map m3 {b.data_ptr()}", "shape",
+                        "stride", "y"]  # fmt: skip
+    assert calls == [(a.data_ptr(), "m0"), (b.data_ptr(), "m3")]
+
+
+def test_no_gradient_no_autograd_function(fresh_plans):
+    """flash_attention skips the autograd.Function where no gradient can flow (no_grad, or inputs
+    that do not require grad) and runs the same plan: the same output, bit for bit, with no graph
+    node; where a gradient can flow it is FlashAttentionTriton.apply. The model's call
+    (lmperf.attention.flash_triton_attention) goes through it."""
+    from lmperf.attention import flash_triton_attention
+
+    q, k, v = leaves((2, 3, 128, 64), DTYPE, seed=6, layout=(0, 2, 1, 3))
+    with_grad = flash_attention.flash_attention(q, k, v, True, True)
+    assert with_grad.grad_fn is not None
+    expected = FlashAttentionTriton.apply(q, k, v, True, True).detach()
+    with torch.no_grad():
+        assert torch.equal(flash_attention.flash_attention(q, k, v, True, True), expected)
+        model_call = flash_triton_attention(q, k, v, is_causal=True)
+    detached = [t.detach() for t in (q, k, v)]
+    plain = flash_attention.flash_attention(*detached, True, False)
+    assert plain.grad_fn is None and model_call.grad_fn is None
+    assert torch.equal(plain, expected.view(2, 128, 3, 64).transpose(1, 2))
+    assert torch.equal(model_call, plain)
+    assert len(flash_attention._PLANS) == 1  # one forward plan served every call

@@ -4,6 +4,7 @@ heads fold into batch. Our FlashAttention kernels live in lmperf.kernels; rows n
 variant ran (``attention_kernel``).
 """
 
+import functools
 import sys
 
 import torch.nn.functional as F
@@ -25,18 +26,25 @@ def _fold_heads(function):
     return attention
 
 
-def _triton_function():
-    from lmperf.kernels.flash_attention import FlashAttentionTriton  # imports triton: only when used
+@functools.cache
+def _triton_module():
+    """lmperf.kernels.flash_attention, imported at the first call (it imports triton), once."""
+    from lmperf.kernels import flash_attention
 
-    return FlashAttentionTriton
+    return flash_attention
+
+
+def _triton_function():
+    return _triton_module().FlashAttentionTriton
 
 
 def flash_triton_attention(q, k, v, is_causal=False):
     """Our Triton kernels take the heads axis themselves, at the model's strides: no copies. The
     output comes back with its heads merged, as the output projection reads it, and is viewed as
-    (batch, heads, seq, d) here: its gradient then needs no copy either (FlashAttentionTriton)."""
+    (batch, heads, seq, d) here: its gradient then needs no copy either (FlashAttentionTriton).
+    Where no gradient can flow, no autograd.Function either (``flash_attention.flash_attention``)."""
     batch, heads, seq, d = q.shape
-    out = _triton_function().apply(q, k, v, is_causal, True)
+    out = _triton_module().flash_attention(q, k, v, is_causal, True)
     return out.view(batch, seq, heads, d).transpose(1, 2)
 
 

@@ -758,6 +758,21 @@ class FlashAttentionTriton(torch.autograd.Function):
         return dQ, dK, dV, None, None
 
 
+def flash_attention(Q, K, V, is_causal: bool = False, merged_heads: bool = False) -> torch.Tensor:
+    """``FlashAttentionTriton.apply``, without the autograd.Function where no gradient can flow (under
+    no_grad, or no input requires grad): the same plans and kernels, and the same output, without
+    the Function's ~10 us of host time a call (notes/flash-launch.md). Under torch.compile, the
+    Function, which the compiler traces to the ops below."""
+    if torch.compiler.is_compiling() or (
+        torch.is_grad_enabled() and (Q.requires_grad or K.requires_grad or V.requires_grad)
+    ):
+        return FlashAttentionTriton.apply(Q, K, V, is_causal, merged_heads)
+    if merged_heads and Q.dim() != 4:
+        raise ValueError("merged_heads needs (batch, heads, seq, d) inputs")
+    out = _forward(Q, K, V, is_causal)[3]
+    return out if merged_heads else _heads_view(out, Q)
+
+
 # The ops torch.compile sees, registered with the low-level Library API: the dispatcher calls the
 # plans directly (torch.library.custom_op's Python wrapper cost ~80 us of host time per call on an
 # H100's host; notes/flash-hopper.md). Both return new tensors; inputs are read only.

@@ -492,13 +492,6 @@ def forward(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, O: torch.Tensor, 
     Forward(Q, K, V, O, is_causal)(Q, K, V, O, L)
 
 
-def _over(desc: TensorDescriptor, x: torch.Tensor) -> TensorDescriptor:
-    """desc over x's storage: its shape, strides, block and layout as they were checked when it was made."""
-    rebased = object.__new__(TensorDescriptor)
-    rebased.__dict__.update(desc.__dict__, base=x)
-    return rebased
-
-
 def _template(x: torch.Tensor, block: int):
     """_as_rows(x, block), its descriptor holding no tensor: what a plan keeps."""
     desc, *place = _as_rows(x, block)
@@ -522,17 +515,18 @@ class Forward:
         self.warp_specialized = warp_specialized(n, self.splits)
         if self.warp_specialized:
             key_tile = 2 * BLOCK_M
+        templates = [_template(x, rows) for x, rows in ((Q, BLOCK_M), (K, key_tile), (V, key_tile))]
+        descriptors = {i: desc for i, (desc, _) in enumerate(templates)}  # Q, K, V: the first three
+        if self.warp_specialized:
             self.main = Launcher(
-                _fwd_ws_kernel, (n // (2 * BLOCK_M), batch * heads),
+                _fwd_ws_kernel, (n // (2 * BLOCK_M), batch * heads), descriptors=descriptors,
                 IS_CAUSAL=is_causal, STAGES=2, num_warps=NUM_WARPS, maxnreg=WS_LAUNCH_REGS,
             )  # fmt: skip
         else:
             self.main = Launcher(
-                _fwd_kernel, (n // BLOCK_M * self.splits, batch * heads),
+                _fwd_kernel, (n // BLOCK_M * self.splits, batch * heads), descriptors=descriptors,
                 IS_CAUSAL=is_causal, STAGES=stages, SPLITS=self.splits, num_warps=NUM_WARPS,
             )  # fmt: skip
-        templates = [_template(x, rows) for x, rows in ((Q, BLOCK_M), (K, key_tile), (V, key_tile))]
-        self.descs = [desc for desc, _ in templates]
         places = [i for _, place in templates for i in place]
         self.place = (n, heads, *places, *O.stride()[:3])
         self.scale_log2 = LOG2E / math.sqrt(d)
@@ -545,14 +539,13 @@ class Forward:
             self.combine_place = (n, heads, *O.stride()[:3])
 
     def __call__(self, Q, K, V, O, L) -> None:
-        q, k, v = _over(self.descs[0], Q), _over(self.descs[1], K), _over(self.descs[2], V)
         if self.warp_specialized:
-            self.main(q, k, v, O, L, *self.place, self.scale_log2)
+            self.main(Q, K, V, O, L, *self.place, self.scale_log2)
         elif self.splits == 1:
-            self.main(q, k, v, O, L, *self.place, O, O, self.scale_log2)  # no split results: O stands in
+            self.main(Q, K, V, O, L, *self.place, O, O, self.scale_log2)  # no split results: O stands in
         else:
             O_part, L_part = L.new_empty(self.parts[0]), L.new_empty(self.parts[1])  # float32, as L
-            self.main(q, k, v, O, L, *self.place, O_part, L_part, self.scale_log2)
+            self.main(Q, K, V, O, L, *self.place, O_part, L_part, self.scale_log2)
             self.combine(O_part, L_part, O, L, *self.combine_place)
 
 

@@ -53,7 +53,6 @@ from lmperf.kernels.flash_attention_gluon import (
     WS_LAUNCH_REGS,
     WS_LOADER_REGS,
     _origin,
-    _over,
     _shared_layout,
     _template,
     left_operand,
@@ -353,25 +352,25 @@ class Backward:
         self.delta_place = (n, heads, *O.stride()[:3], *dO.stride()[:3])
         self.dq_shape = (batch * heads * n, d)
         box = _dq_box(d)
-        self.dq_desc = TensorDescriptor(
+        dq_desc = TensorDescriptor(
             L.new_empty(self.dq_shape), list(self.dq_shape), [d, 1], list(box), _shared_layout(box, gl.float32)
         )
-        self.dq_desc.base = None
+        dq_desc.base = None
         templates = [_template(x, ROWS) for x in (Q, K, V, dO)]
-        self.descs = [desc for desc, _ in templates]
         places = [i for _, place in templates for i in place]
         scales = (1 / math.sqrt(d), LOG2E / math.sqrt(d))
         self.place = (n, heads, *places, *dK.stride()[:3], *dV.stride()[:3], *scales)
+        descriptors = dict(enumerate([desc for desc, _ in templates] + [dq_desc]))  # Q, K, V, dO, dQ's sums
         self.main = Launcher(
-            _bwd_kernel, (n // (2 * ROWS), batch * heads), IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS
-        )
+            _bwd_kernel, (n // (2 * ROWS), batch * heads), descriptors=descriptors,
+            IS_CAUSAL=is_causal, num_warps=4, maxnreg=WS_LAUNCH_REGS,
+        )  # fmt: skip
 
     def __call__(self, Q, K, V, O, dO, L, dQ, dK, dV) -> None:
         delta = torch.empty_like(L)
         dq_acc = L.new_empty(self.dq_shape)  # float32, as L; zeroed with Delta
         self.delta(O, dO, delta, dq_acc, *self.delta_place)
-        q, k, v, do = (_over(desc, x) for desc, x in zip(self.descs, (Q, K, V, dO)))
-        self.main(q, k, v, do, _over(self.dq_desc, dq_acc), dK, dV, L, delta, *self.place)
+        self.main(Q, K, V, dO, dq_acc, dK, dV, L, delta, *self.place)
         dQ.copy_(dq_acc.view(dQ.shape))
 
 

@@ -8,10 +8,19 @@ alignments) gets the same answers every time. ``Launcher`` takes its first call 
 which compiles and autotunes as usual, and keeps the compiled kernel and its grid; later calls go
 straight to the compiled kernel's launcher. Keeping the signature fixed is the caller's promise:
 each Launcher belongs to one plan of ``flash_attention``'s plan cache, whose key is that signature.
+
+A kernel that reads by TMA takes host tensor descriptors. Triton encodes one (a driver call) for
+every descriptor of every launch, in a Python loop over all the launch's arguments. With the
+signature fixed, a descriptor differs from the last only in its base address, so a Launcher given
+descriptor templates encodes each address once and passes the encoded descriptor after that.
 """
 
 import triton
 from triton import knobs
+
+# Encoded descriptors a Launcher keeps, at most: a model's layers and steps reuse a few addresses
+# per argument (the caching allocator hands the same blocks back), and each is about 200 bytes.
+MAX_ENCODED = 1024
 
 
 def _jit_function(kernel):
@@ -21,25 +30,75 @@ def _jit_function(kernel):
     return kernel
 
 
+def over(template, x):
+    """A tensor descriptor over x's storage: ``template``'s shape, strides, block and layout, as they
+    were checked when it was made (its own base, if any, is not read)."""
+    described = object.__new__(type(template))
+    described.__dict__.update(template.__dict__, base=x)
+    return described
+
+
+def _encoder(launch, positions):
+    """(the launch function under it, each descriptor's TMA metadata in order) where ``launch`` is
+    Triton's wrapper that encodes tensor descriptors (triton.backends.nvidia.driver's
+    ``wrap_handle_tensordesc``, Triton 3.6), its descriptors are at ``positions`` and each is read by
+    TMA; None otherwise, and every call goes through that wrapper."""
+    names = getattr(getattr(launch, "__code__", None), "co_freevars", ())
+    if not {"launcher", "tensordesc_indices", "tensordesc_meta"} <= set(names):
+        return None
+    cells = dict(zip(names, (cell.cell_contents for cell in launch.__closure__)))
+    metas = cells["tensordesc_meta"]
+    if sorted(cells["tensordesc_indices"]) != list(positions) or not metas or None in metas:
+        return None  # other descriptors than declared, or one lowered to a pointer (no TMA)
+    return cells["launcher"], metas
+
+
 class Launcher:
     """``kernel[grid](*args, **constexprs)`` for calls whose arguments share one signature.
 
     ``grid`` is a tuple, or a function of the launch's meta-parameters (an autotuned kernel's tile
     sizes), resolved once the autotuner has chosen. The positional ``args`` of a call are the
     kernel's run-time arguments in order, ahead of its constexpr parameters, which are bound here.
-    Under Triton's interpreter, and while a launch hook is installed (a profiler such as Proton),
-    every call goes through Triton.
+    ``descriptors`` maps an argument's position to a tensor descriptor without a base: at that
+    position a call passes the tensor, and the kernel gets the descriptor over it. Under Triton's
+    interpreter, and while a launch hook is installed (a profiler such as Proton), every call goes
+    through Triton.
     """
 
-    def __init__(self, kernel, grid, interpret: bool = False, **constexprs):
+    def __init__(self, kernel, grid, interpret: bool = False, descriptors: dict | None = None, **constexprs):
         self.kernel, self.grid, self.interpret, self.constexprs = kernel, grid, interpret, constexprs
+        self.descriptors = dict(sorted((descriptors or {}).items()))
         self.compiled = None
 
     def __call__(self, *args) -> None:
         if self.compiled is None or knobs.runtime.launch_enter_hook.calls:
-            self._through_triton(args)
+            self._through_triton(self.described(args))
             return
+        args = self.encoded(args) if self.metas else self.described(args)
         self.launch(*self.grid_xyz, self.stream(self.device), *self.fixed, *args, *self.unbound)
+
+    def described(self, args) -> tuple:
+        """args with the tensor at each descriptor's position replaced by the descriptor over it."""
+        if not self.descriptors:
+            return args
+        return tuple(over(self.descriptors[i], x) if i in self.descriptors else x for i, x in enumerate(args))
+
+    def encoded(self, args) -> list:
+        """args as the compiled launcher takes them: each descriptor's tensor replaced by the encoded
+        descriptor over its address and the descriptor's shape and strides, each address encoded once."""
+        out, start = [], 0
+        for (i, template), meta in zip(self.descriptors.items(), self.metas):
+            out += args[start:i]
+            key = (i, args[i].data_ptr())
+            encoded = self.tensor_maps.get(key)
+            if encoded is None:
+                if len(self.tensor_maps) >= MAX_ENCODED:
+                    self.tensor_maps.clear()
+                encoded = self.tensor_maps[key] = tuple(self.encode(over(template, args[i]), meta))
+            out += encoded
+            start = i + 1
+        out += args[start:]
+        return out
 
     def _through_triton(self, args) -> None:
         compiled = self.kernel[self.grid](*args, **self.constexprs)
@@ -57,6 +116,13 @@ class Launcher:
         # and PDL flags, the two scratch buffers, the metadata, the launch metadata and the two hooks.
         needs_scratch = launcher.global_scratch_size or launcher.profile_scratch_size
         self.launch = launcher if needs_scratch else launcher.launch
+        self.metas = None
+        encoder = None if needs_scratch or not self.descriptors else _encoder(self.launch, self.descriptors)
+        if encoder is not None:
+            from triton.backends.nvidia.driver import make_tensordesc_arg
+
+            self.launch, self.metas = encoder
+            self.encode, self.tensor_maps = make_tensordesc_arg, {}
         flags = () if needs_scratch else (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
         self.fixed = (compiled.function, *flags, compiled.packed_metadata, None, None, None)
         # the compiled launcher takes every parameter and ignores the constexpr ones, bound when compiled

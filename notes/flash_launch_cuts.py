@@ -1,0 +1,106 @@
+"""Do the launch-path cuts pay? Host time of one call of our attention, as the model calls it, before
+and after, beside SDPA's.
+
+The cuts (notes/flash-launch.md, "Two cuts: no Function without a gradient, descriptors encoded
+once"): where no gradient can flow the call skips the autograd.Function, and the Hopper kernels'
+TMA descriptors are encoded once per address instead of at every launch. This script times the
+model's call (``lmperf.attention.flash_triton_attention``) and SDPA in turns, round by round, in one
+process; run it alternately from a tree before the cuts and one after, on one machine, so that the
+before/after pairs are as close as two processes can be and each process pairs ours with SDPA.
+
+Shapes: the model's (batch 4, 16 heads, d 64, bf16, causal), q and k contiguous, v a view of a
+(batch, seq, heads, d) projection, at 128 and 1024 queries. Per variant: 50 calls issued back to
+back without a sync, host microseconds per call, median of the rounds; and the wall time of one
+synchronized call (GPU included), median of the rounds.
+
+    PYTHONPATH=src python notes/flash_launch_cuts.py --label after --rounds 15 >> out.csv
+
+Ran at: (not yet)
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from lmperf.attention import flash_triton_attention, sdpa_attention
+
+
+def variants(batch, heads, seq, d):
+    make = lambda *shape: torch.randn(*shape, device="cuda", dtype=torch.bfloat16)  # noqa: E731
+    q, k = (make(batch, heads, seq, d).requires_grad_() for _ in range(2))
+    v = make(batch, seq, heads, d).requires_grad_().transpose(1, 2)
+    dy = make(batch, seq, heads * d)
+
+    def no_grad(attention):
+        def call():
+            with torch.no_grad():
+                return attention(q, k, v, is_causal=True)
+
+        return call
+
+    def forward_backward(attention):  # the output merged for the output projection, as in the model
+        def call():
+            out = attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, heads * d)
+            out.backward(dy)
+
+        return call
+
+    return {
+        "sdpa no_grad": no_grad(sdpa_attention),
+        "ours no_grad": no_grad(flash_triton_attention),
+        "sdpa forward+backward": forward_backward(sdpa_attention),
+        "ours forward+backward": forward_backward(flash_triton_attention),
+    }
+
+
+def host_us(fn, calls) -> float:
+    """Host microseconds per call: ``calls`` calls issued back to back, then one sync."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def wall_us(fn) -> float:
+    """One call, synchronized: what a user timing it with a sync sees."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--label", required=True, help="which tree: before or after")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--header", action="store_true")
+    args = parser.parse_args()
+    if args.header:
+        print("label,device,seq,variant,host_us,wall_us,rounds")
+    for seq in (128, 1024):
+        table = variants(4, 16, seq, 64)
+        for fn in table.values():
+            for _ in range(10):
+                fn()
+        host, wall = {name: [] for name in table}, {name: [] for name in table}
+        for _ in range(args.rounds):  # the variants take turns
+            for name, fn in table.items():
+                host[name].append(host_us(fn, args.calls))
+                wall[name].append(statistics.median(wall_us(fn) for _ in range(5)))
+        for name in table:
+            print(
+                f"{args.label},{torch.cuda.get_device_name()},{seq},{name},"
+                f"{statistics.median(host[name]):.2f},{statistics.median(wall[name]):.2f},{args.rounds}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
