@@ -251,3 +251,21 @@ def test_no_gradient_no_autograd_function(fresh_plans):
     assert torch.equal(plain, expected.view(2, 128, 3, 64).transpose(1, 2))
     assert torch.equal(model_call, plain)
     assert len(flash_attention._PLANS) == 1  # one forward plan served every call
+
+
+def test_the_models_call_compiles_to_one_graph(fresh_plans):
+    """The model's call (lmperf.attention.flash_triton_attention) under torch.compile with
+    fullgraph=True: it takes the autograd.Function path there (the compiler traces it to the ops),
+    and gives the direct call's output and gradients bit for bit."""
+    from lmperf.attention import flash_triton_attention
+
+    torch._dynamo.reset()
+    backend = "inductor" if DEVICE == "cuda" else "aot_eager"
+    compiled = torch.compile(flash_triton_attention, backend=backend, fullgraph=True)
+    q, k, v = leaves((2, 2, 128, 64), DTYPE, seed=7, layout=(0, 2, 1, 3))
+    grad = torch.randn(2, 2, 128, 64, generator=torch.Generator().manual_seed(8)).to(DEVICE, DTYPE)
+    expected = forward_backward(flash_triton_attention, q, k, v, grad, True)
+    got = forward_backward(compiled, q, k, v, grad, True)
+    for a, b in zip(expected, got):
+        assert torch.equal(a, b)
+    torch._dynamo.reset()

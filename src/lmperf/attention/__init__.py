@@ -4,7 +4,6 @@ heads fold into batch. Our FlashAttention kernels live in lmperf.kernels; rows n
 variant ran (``attention_kernel``).
 """
 
-import functools
 import sys
 
 import torch.nn.functional as F
@@ -26,9 +25,8 @@ def _fold_heads(function):
     return attention
 
 
-@functools.cache
 def _triton_module():
-    """lmperf.kernels.flash_attention, imported at the first call (it imports triton), once."""
+    """lmperf.kernels.flash_attention, imported at the first call: it imports triton."""
     from lmperf.kernels import flash_attention
 
     return flash_attention
