@@ -15,7 +15,8 @@ synchronized call (GPU included), median of the rounds.
 
     PYTHONPATH=src python notes/flash_launch_cuts.py --label after --rounds 15 >> out.csv
 
-Ran at: 3a8a7a910349 (NVIDIA H200, torch 2.11, Triton 3.6) as after, against a tree of 2b557cf28f35 as before,
+Ran at: 3a8a7a910349 (NVIDIA H200, torch 2.11, Triton 3.6), the script as then (the same four calls
+    written out in it), as after, against a tree of 2b557cf28f35 as before,
     output: notes/logs/2026-11-29-flash_launch_cuts-3a8a7a9-h200.csv
 """
 
@@ -23,37 +24,21 @@ import argparse
 import statistics
 import time
 
+import flash_host_timeline
 import torch
 
-from lmperf.attention import flash_triton_attention, sdpa_attention
+# The model's call and SDPA's, from flash_host_timeline: name there -> name in this script's rows.
+CALLS = {
+    "sdpa, no_grad": "sdpa no_grad",
+    "ours, no_grad": "ours no_grad",
+    "sdpa, forward + backward": "sdpa forward+backward",
+    "ours, forward + backward": "ours forward+backward",
+}
 
 
 def variants(batch, heads, seq, d):
-    make = lambda *shape: torch.randn(*shape, device="cuda", dtype=torch.bfloat16)  # noqa: E731
-    q, k = (make(batch, heads, seq, d).requires_grad_() for _ in range(2))
-    v = make(batch, seq, heads, d).requires_grad_().transpose(1, 2)
-    dy = make(batch, seq, heads * d)
-
-    def no_grad(attention):
-        def call():
-            with torch.no_grad():
-                return attention(q, k, v, is_causal=True)
-
-        return call
-
-    def forward_backward(attention):  # the output merged for the output projection, as in the model
-        def call():
-            out = attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, heads * d)
-            out.backward(dy)
-
-        return call
-
-    return {
-        "sdpa no_grad": no_grad(sdpa_attention),
-        "ours no_grad": no_grad(flash_triton_attention),
-        "sdpa forward+backward": forward_backward(sdpa_attention),
-        "ours forward+backward": forward_backward(flash_triton_attention),
-    }
+    every = flash_host_timeline.variants(batch, heads, seq, d)
+    return {name: every[there] for there, name in CALLS.items()}
 
 
 def host_us(fn, calls) -> float:
