@@ -1,5 +1,5 @@
-"""Do the launch-path cuts pay? Host time of one call of our attention, as the model calls it, before
-and after, beside SDPA's.
+"""Do the launch-path cuts pay? Host time of one call of our attention through the model's function,
+at the model's shapes, before and after, beside SDPA's.
 
 The cuts (notes/flash-launch.md, "Two cuts: no Function without a gradient, descriptors encoded
 once"): where no gradient can flow the call skips the autograd.Function, and the Hopper kernels'

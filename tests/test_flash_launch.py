@@ -18,6 +18,7 @@ from lmperf.kernels.triton_launcher import Launcher
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 INTERPRET = flash_attention.INTERPRET
+HOPPER = DEVICE == "cuda" and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
 
 
 def reference(q, k, v, is_causal):
@@ -203,8 +204,9 @@ def test_launcher_builds_each_calls_descriptor_over_its_own_tensor():
         y = torch.zeros_like(x)
         launch(x, y, n)
         assert torch.equal(y, x * 2)
-    if launch.compiled is not None and launch.metas is not None:  # encoded: one per address it saw
-        assert len(launch.tensor_maps) == len({x.data_ptr() for x in kept}) + 2  # + the first two after compiling
+    if HOPPER:  # read by TMA: encoded, one per address it saw after compiling (two fresh, then kept)
+        assert launch.metas is not None
+        assert len(launch.tensor_maps) == len({x.data_ptr() for x in kept}) + 2
 
 
 def test_launcher_encodes_each_address_once_and_splices_it_in_place():
@@ -231,32 +233,53 @@ def test_launcher_encodes_each_address_once_and_splices_it_in_place():
     assert calls == [(a.data_ptr(), "m0"), (b.data_ptr(), "m3")]
 
 
-def test_no_gradient_no_autograd_function(fresh_plans):
+@pytest.mark.skipif(not HOPPER, reason="the Hopper kernels read Q, K, V by TMA on an sm_90 GPU only")
+def test_the_hopper_plans_pass_encoded_descriptors(fresh_plans):
+    """Forward and backward on Hopper's Gluon kernels: after their first launch, their Launchers pass
+    descriptors encoded once per address, not through Triton's per-call wrapper (which a Triton whose
+    launcher changed would bring back, silently)."""
+    shape = (1, 4, 4096, 64)  # 128 programs of 128 keys: the five-product backward's smallest at d = 64
+    q, k, v = leaves(shape, torch.bfloat16, seed=9)
+    grad = torch.ones(shape, device=DEVICE, dtype=torch.bfloat16)
+    for _ in range(2):
+        forward_backward(FlashAttentionTriton.apply, q, k, v, grad, True)
+    mains = [plan.launch.main for plan in flash_attention._PLANS.values() if plan.kernel == "gluon"]
+    assert len(mains) == 2 and all(main.metas is not None and main.tensor_maps for main in mains)
+
+
+def test_no_gradient_no_autograd_function(fresh_plans, monkeypatch):
     """flash_attention skips the autograd.Function where no gradient can flow (no_grad, or inputs
-    that do not require grad) and runs the same plan: the same output, bit for bit, with no graph
-    node; where a gradient can flow it is FlashAttentionTriton.apply. The model's call
+    that do not require grad) and runs the same plan: the same output, bit for bit; where a gradient
+    can flow it is FlashAttentionTriton.apply, with a graph node. The model's call
     (lmperf.attention.flash_triton_attention) goes through it."""
     from lmperf.attention import flash_triton_attention
 
     q, k, v = leaves((2, 3, 128, 64), DTYPE, seed=6, layout=(0, 2, 1, 3))
-    with_grad = flash_attention.flash_attention(q, k, v, True, True)
-    assert with_grad.grad_fn is not None
     expected = FlashAttentionTriton.apply(q, k, v, True, True).detach()
+    applied = []
+    apply = FlashAttentionTriton.apply
+    monkeypatch.setattr(FlashAttentionTriton, "apply", lambda *args: applied.append(1) or apply(*args))
+    with_grad = flash_attention.flash_attention(q, k, v, True, True)
+    assert with_grad.grad_fn is not None and len(applied) == 1
     with torch.no_grad():
         assert torch.equal(flash_attention.flash_attention(q, k, v, True, True), expected)
         model_call = flash_triton_attention(q, k, v, is_causal=True)
     detached = [t.detach() for t in (q, k, v)]
     plain = flash_attention.flash_attention(*detached, True, False)
-    assert plain.grad_fn is None and model_call.grad_fn is None
+    assert len(applied) == 1  # none of the three calls without a gradient went through the Function
     assert torch.equal(plain, expected.view(2, 128, 3, 64).transpose(1, 2))
     assert torch.equal(model_call, plain)
     assert len(flash_attention._PLANS) == 1  # one forward plan served every call
+    with torch.autograd.forward_ad.dual_level():  # the Function refuses dual tensors; no silent drop
+        dual = torch.autograd.forward_ad.make_dual(detached[0], torch.ones_like(detached[0]))
+        with pytest.raises(RuntimeError):
+            flash_attention.flash_attention(dual, *detached[1:], True, False)
 
 
 def test_the_models_call_compiles_to_one_graph(fresh_plans):
     """The model's call (lmperf.attention.flash_triton_attention) under torch.compile with
-    fullgraph=True: it takes the autograd.Function path there (the compiler traces it to the ops),
-    and gives the direct call's output and gradients bit for bit."""
+    fullgraph=True, with and without a gradient: it takes the autograd.Function path there (the
+    compiler traces it to the ops), and gives the direct call's output and gradients bit for bit."""
     from lmperf.attention import flash_triton_attention
 
     torch._dynamo.reset()
@@ -268,4 +291,6 @@ def test_the_models_call_compiles_to_one_graph(fresh_plans):
     got = forward_backward(compiled, q, k, v, grad, True)
     for a, b in zip(expected, got):
         assert torch.equal(a, b)
+    with torch.no_grad():  # compiled, the call without a gradient is the Function's op too: one graph
+        assert torch.equal(compiled(q, k, v, is_causal=True), expected[0])
     torch._dynamo.reset()

@@ -722,7 +722,8 @@ class FlashAttentionTriton(torch.autograd.Function):
 
     Host time: a launched call at short sequences costs the host more than the GPU. Each pass
     decides everything once per signature of its inputs (a plan: copies, kernels, tiles, launch
-    arguments) and later calls only allocate and launch (``Launcher``; notes/flash-launch.md). Under
+    arguments) and later calls only allocate and launch (``Launcher``; notes/flash-launch.md). Where no
+    gradient can flow, ``flash_attention`` runs the forward's plan without this Function. Under
     torch.compile each pass is one opaque op, ``lmperf::flash_attention_forward`` and
     ``lmperf::flash_attention_backward``, which runs the same plans.
     """
@@ -762,9 +763,12 @@ def flash_attention(Q, K, V, is_causal: bool = False, merged_heads: bool = False
     """``FlashAttentionTriton.apply``, without the autograd.Function where no gradient can flow (under
     no_grad, or no input requires grad): the same plans and kernels, and the same output, without
     the Function's ~10 us of host time a call (notes/flash-launch.md). Under torch.compile, the
-    Function, which the compiler traces to the ops below."""
-    if torch.compiler.is_compiling() or (
-        torch.is_grad_enabled() and (Q.requires_grad or K.requires_grad or V.requires_grad)
+    Function, which the compiler traces to the ops below; inside a forward-mode AD level, the
+    Function too, which refuses dual tensors (it has no jvp) where this path would drop them."""
+    if (
+        torch.compiler.is_compiling()
+        or torch.autograd.forward_ad._current_level >= 0
+        or (torch.is_grad_enabled() and (Q.requires_grad or K.requires_grad or V.requires_grad))
     ):
         return FlashAttentionTriton.apply(Q, K, V, is_causal, merged_heads)
     if merged_heads and Q.dim() != 4:
