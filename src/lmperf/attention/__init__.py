@@ -25,15 +25,10 @@ def _fold_heads(function):
     return attention
 
 
-def _triton_module():
-    """lmperf.kernels.flash_attention, imported at the first call: it imports triton."""
-    from lmperf.kernels import flash_attention
-
-    return flash_attention
-
-
 def _triton_function():
-    return _triton_module().FlashAttentionTriton
+    from lmperf.kernels.flash_attention import FlashAttentionTriton  # imports triton: only when used
+
+    return FlashAttentionTriton
 
 
 def flash_triton_attention(q, k, v, is_causal=False):
@@ -41,8 +36,10 @@ def flash_triton_attention(q, k, v, is_causal=False):
     output comes back with its heads merged, as the output projection reads it, and is viewed as
     (batch, heads, seq, d) here: its gradient then needs no copy either (FlashAttentionTriton).
     Where no gradient can flow, no autograd.Function either (``flash_attention.flash_attention``)."""
+    from lmperf.kernels.flash_attention import flash_attention  # imports triton: only when used
+
     batch, heads, seq, d = q.shape
-    out = _triton_module().flash_attention(q, k, v, is_causal, True)
+    out = flash_attention(q, k, v, is_causal, True)
     return out.view(batch, seq, heads, d).transpose(1, 2)
 
 
