@@ -1496,3 +1496,38 @@ def test_flash_launch_slice_is_one_commit_and_its_table_is_the_paired_bootstrap(
     assert not any(m == "forward" and v == "slower" for found in verdicts.values() for m, v in found)
     assert f"faster at {forwards_faster[0]} of 8 forwards in run 1 and {forwards_faster[1]} of 8 in run 2" in readme
     assert f"met in run 2 (slower at {count['run2']} of 24 points), not in run 1 ({count['run1']} of 24)" in readme
+
+
+def test_the_reports_launched_attention_table_is_the_flash_launch_csvs():
+    """The e2e section's table of our attention against SDPA, launched, rendered from each run of the
+    flash-launch slice: per size and mode, the counts of points resolved either way and the
+    speed-ups' median and range are the CSVs' (SDPA's steps over ours, paired), and the run's count
+    of slower points is the README's (which divides the other way: ours over SDPA)."""
+    from lmperf.measure.stats import ratio_ci, resolved
+    from lmperf.report.e2e_analysis import split_ms
+    from lmperf.report.e2e_section import _launched_attention
+
+    folder = REFERENCE.parent / "flash-launch"
+    readme = " ".join((folder / "README.md").read_text().split())
+    slower_in_readme = re.search(r"met in run 2 \(slower at (\d+) of 24 points\), not in run 1 \((\d+) of 24\)", readme)
+    labels = {"forward": "forward", "forward + backward": "forward_backward", "train step": "train_step"}
+    for run, readme_slower in (("run1", slower_in_readme[2]), ("run2", slower_in_readme[1])):
+        e2e = pd.concat([render.read(folder / run / f"e2e-{size}.csv") for size in ("small", "medium")])
+        lines = "\n".join(_launched_attention(e2e)).splitlines()
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
+        assert rows[0][4:] == ["contexts", "ours faster", "ours slower", "not resolved", "speed-up: median (range)"]
+        slower_total = 0
+        for size, precision, compile_, mode, contexts, faster, slower, unresolved, speedup in rows[1:]:
+            points = e2e[(e2e["size"] == size) & (e2e["precision"] == precision) & (e2e["mode"] == labels[mode])]
+            values, verdicts = [], []
+            for _, point in points[points["compile"] == compile_].groupby("context_length"):
+                sdpa, ours = point.set_index("attention").loc[["sdpa", "flash_triton"], "step_times_ms"]
+                value, low, high = ratio_ci(split_ms(sdpa), split_ms(ours))
+                values.append(value)
+                verdicts.append(("faster" if value > 1 else "slower") if resolved(low, high) else "not resolved")
+            counts = [str(verdicts.count(v)) for v in ("faster", "slower", "not resolved")]
+            assert [contexts, faster, slower, unresolved] == [str(len(values)), *counts]
+            median = statistics.median(values)
+            assert speedup == f"{median:.2f}× ({min(values):.3f}–{max(values):.3f})"
+            slower_total += int(slower)
+        assert slower_total == int(readme_slower)

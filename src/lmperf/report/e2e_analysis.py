@@ -103,6 +103,36 @@ def optimizer_bandwidth(e2e: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def launched_against(e2e: pd.DataFrame, base: str = "sdpa", other: str = "flash_triton") -> pd.DataFrame:
+    """base time / other time of the launched steps per point and mode, as a user times a model, with
+    the paired bootstrap CI of their steps (e2e interleaves the launched steps of a point's attention
+    variants, A B A B); ``resolved`` when the CI excludes 1. Host-bound rows included: launched is
+    what the user meets, host time and all."""
+    keys = ["size", "params", "context_length", "precision", "compile", "mode"]
+    rows = ok(e2e[e2e["attention"].isin([base, other])])
+    out = []
+    for point, group in rows.groupby(keys):
+        by_attention = group.set_index("attention")
+        if not {base, other} <= set(by_attention.index):
+            continue
+        base_row, other_row = by_attention.loc[base], by_attention.loc[other]
+        value, low, high = ratio_ci(split_ms(base_row["step_times_ms"]), split_ms(other_row["step_times_ms"]))
+        out.append(
+            {
+                **dict(zip(keys, point)),
+                "base_ms": base_row["median_ms"],
+                "other_ms": other_row["median_ms"],
+                "speedup": value,
+                "ci95_low": low,
+                "ci95_high": high,
+                "resolved": resolved(low, high),
+                "host_bound": bool(base_row["host_bound"] or other_row["host_bound"]),
+            }
+        )
+    columns = [*keys, "base_ms", "other_ms", "speedup", "ci95_low", "ci95_high", "resolved", "host_bound"]
+    return pd.DataFrame(out, columns=columns)
+
+
 def attention_ratios(e2e: pd.DataFrame, base: str = "naive", mode: str = "train_step") -> pd.DataFrame:
     """base time / other time per point, on graphed replays timed in one process, with a bootstrap CI;
     ``resolved`` when the CI excludes 1 (no difference). The CI pairs replay i of one variant with
