@@ -1531,3 +1531,28 @@ def test_the_reports_launched_attention_table_is_the_flash_launch_csvs():
             assert speedup == f"{median:.2f}× ({min(values):.3f}–{max(values):.3f})"
             slower_total += int(slower)
         assert slower_total == int(readme_slower)
+
+
+def test_flash_launch_compiled_run_is_one_commit_and_its_table_is_the_paired_bootstrap():
+    """The compiled run's table is its CSVs' (as the eager runs' are), and the counts the README
+    states are the table's."""
+    from lmperf.measure.stats import ratio_ci, resolved
+    from lmperf.report.e2e_analysis import split_ms
+
+    folder = REFERENCE.parent / "flash-launch" / "compiled"
+    readme = " ".join((folder.parent / "README.md").read_text().split())
+    e2e = pd.concat([render.read(folder / f"e2e-{size}-compiled.csv") for size in ("small", "medium")])
+    assert set(e2e["commit"]) == {"a700a14547c6"} and e2e["host_bound"].all() and (e2e["compile"] == "compiled").all()
+    verdicts = []
+    for (size, context, mode), group in e2e.groupby(["size", "context_length", "mode"], sort=False):
+        sdpa, ours = group.set_index("attention").loc[["sdpa", "flash_triton"]].itertuples()
+        value, low, high = ratio_ci(split_ms(ours.step_times_ms), split_ms(sdpa.step_times_ms))
+        verdict = ("slower" if value > 1 else "faster") if resolved(low, high) else "not resolved"
+        verdicts.append(verdict)
+        graphed = ours.graphed_median_ms / sdpa.graphed_median_ms
+        assert (
+            f"| {size} | {context} | {mode} | {sdpa.median_ms:.2f} | {ours.median_ms:.2f} | "
+            f"{value:.3f} [{low:.3f}, {high:.3f}] {verdict} | {graphed:.3f} |"
+        ) in readme
+    slower, faster = verdicts.count("slower"), verdicts.count("faster")
+    assert f"ours is slower at none of the 24 points** and faster at {faster}:" in readme and slower == 0
