@@ -1464,13 +1464,27 @@ def test_e2e_and_the_ladder_time_the_2p7b_step_within_2_percent_at_one_commit(ru
     assert naive["status"].tolist() == ["error"] and "non-finite" in naive["note"].iloc[0]
 
 
+def ours_over_sdpa(point: pd.DataFrame) -> tuple[str, str]:
+    """One point of a flash-launch README table, from its two rows (SDPA's and ours): the verdict, and
+    the cells: launched medians, ours over SDPA with the paired bootstrap CI of their interleaved
+    steps and its verdict, and the graphed ratio."""
+    from lmperf.measure.stats import ratio_ci, resolved
+    from lmperf.report.e2e_analysis import split_ms
+
+    sdpa, ours = point.set_index("attention").loc[["sdpa", "flash_triton"]].itertuples()
+    value, low, high = ratio_ci(split_ms(ours.step_times_ms), split_ms(sdpa.step_times_ms))
+    verdict = ("slower" if value > 1 else "faster") if resolved(low, high) else "not resolved"
+    graphed = ours.graphed_median_ms / sdpa.graphed_median_ms
+    cells = (
+        f"{sdpa.median_ms:.2f} | {ours.median_ms:.2f} | {value:.3f} [{low:.3f}, {high:.3f}] {verdict} | {graphed:.3f}"
+    )
+    return verdict, cells
+
+
 def test_flash_launch_slice_is_one_commit_and_its_table_is_the_paired_bootstrap():
     """Every row of the README's table is the CSVs' of both runs: launched medians, ours over SDPA
     with the paired bootstrap CI of their interleaved steps and its verdict, and the graphed ratio;
     the counts of slower and faster points are the table's."""
-    from lmperf.measure.stats import ratio_ci, resolved
-    from lmperf.report.e2e_analysis import split_ms
-
     folder = REFERENCE.parent / "flash-launch"
     readme = " ".join((folder / "README.md").read_text().split())
     cells, verdicts = {}, {}
@@ -1480,15 +1494,9 @@ def test_flash_launch_slice_is_one_commit_and_its_table_is_the_paired_bootstrap(
         for size, e2e in runs.items():
             assert e2e["host_bound"].all()
             for (context, mode), group in e2e.groupby(["context_length", "mode"], sort=False):
-                sdpa, ours = group.set_index("attention").loc[["sdpa", "flash_triton"]].itertuples()
-                value, low, high = ratio_ci(split_ms(ours.step_times_ms), split_ms(sdpa.step_times_ms))
-                verdict = ("slower" if value > 1 else "faster") if resolved(low, high) else "not resolved"
+                verdict, point = ours_over_sdpa(group)
                 verdicts.setdefault(run, []).append((mode, verdict))
-                graphed = ours.graphed_median_ms / sdpa.graphed_median_ms
-                cells.setdefault((size, context, mode), []).append(
-                    f"{sdpa.median_ms:.2f} | {ours.median_ms:.2f} | {value:.3f} [{low:.3f}, {high:.3f}] {verdict} | "
-                    f"{graphed:.3f}"
-                )
+                cells.setdefault((size, context, mode), []).append(point)
     for (size, context, mode), (first, second) in cells.items():
         assert f"| {size} | {context} | {mode} | {first} | {second} |" in readme
     count = {run: sum(v == "slower" for _, v in found) for run, found in verdicts.items()}
@@ -1536,23 +1544,14 @@ def test_the_reports_launched_attention_table_is_the_flash_launch_csvs():
 def test_flash_launch_compiled_run_is_one_commit_and_its_table_is_the_paired_bootstrap():
     """The compiled run's table is its CSVs' (as the eager runs' are), and the counts the README
     states are the table's."""
-    from lmperf.measure.stats import ratio_ci, resolved
-    from lmperf.report.e2e_analysis import split_ms
-
     folder = REFERENCE.parent / "flash-launch" / "compiled"
     readme = " ".join((folder.parent / "README.md").read_text().split())
     e2e = pd.concat([render.read(folder / f"e2e-{size}-compiled.csv") for size in ("small", "medium")])
     assert set(e2e["commit"]) == {"a700a14547c6"} and e2e["host_bound"].all() and (e2e["compile"] == "compiled").all()
     verdicts = []
     for (size, context, mode), group in e2e.groupby(["size", "context_length", "mode"], sort=False):
-        sdpa, ours = group.set_index("attention").loc[["sdpa", "flash_triton"]].itertuples()
-        value, low, high = ratio_ci(split_ms(ours.step_times_ms), split_ms(sdpa.step_times_ms))
-        verdict = ("slower" if value > 1 else "faster") if resolved(low, high) else "not resolved"
+        verdict, cells = ours_over_sdpa(group)
         verdicts.append(verdict)
-        graphed = ours.graphed_median_ms / sdpa.graphed_median_ms
-        assert (
-            f"| {size} | {context} | {mode} | {sdpa.median_ms:.2f} | {ours.median_ms:.2f} | "
-            f"{value:.3f} [{low:.3f}, {high:.3f}] {verdict} | {graphed:.3f} |"
-        ) in readme
+        assert f"| {size} | {context} | {mode} | {cells} |" in readme
     slower, faster = verdicts.count("slower"), verdicts.count("faster")
     assert f"ours is slower at none of the 24 points** and faster at {faster}:" in readme and slower == 0
