@@ -74,13 +74,14 @@ class Launcher:
         if self.compiled is None or knobs.runtime.launch_enter_hook.calls:
             self._through_triton(self.described(args))
             return
-        args = self.encoded(args) if self.metas else self.described(args)
+        if self.metas:
+            args = self.encoded(args)
+        elif self.descriptors:  # descriptors Triton's own wrapper encodes (not read by TMA)
+            args = self.described(args)
         self.launch(*self.grid_xyz, self.stream(self.device), *self.fixed, *args, *self.unbound)
 
     def described(self, args) -> tuple:
         """args with the tensor at each descriptor's position replaced by the descriptor over it."""
-        if not self.descriptors:
-            return args
         return tuple(over(self.descriptors[i], x) if i in self.descriptors else x for i, x in enumerate(args))
 
     def encoded(self, args) -> list:
