@@ -178,6 +178,8 @@ def test_launcher_repeats_the_launch_on_new_storage(tuned):
         launch(x, y, n, factor)
         assert torch.equal(y, x * factor)
     assert (launch.compiled is None) == INTERPRET
+    if not INTERPRET:  # X and Y, passed by address after the first launch
+        assert launch.pointers == [0, 1]
 
 
 @triton.jit
@@ -231,6 +233,25 @@ def test_launcher_encodes_each_address_once_and_splices_it_in_place():
         assert args == [f"map m0 {a.data_ptr()}", "shape", "stride", "x", 7, f"map m3 {b.data_ptr()}", "shape",
                         "stride", "y"]  # fmt: skip
     assert calls == [(a.data_ptr(), "m0"), (b.data_ptr(), "m3")]
+
+
+def test_launcher_passes_tensors_as_their_addresses():
+    """After the first launch, a tensor argument reaches the compiled launcher as its address (an
+    integer, which Triton's launcher takes without asking the driver about it), at the position it
+    was given; a descriptor's tensor is still encoded, other arguments are passed as they are."""
+
+    class Template:
+        pass
+
+    launch = Launcher(_doubled_rows, (1,), descriptors={1: Template()})
+    received = []
+    launch.compiled, launch.pointers, launch.metas, launch.tensor_maps = object(), [0, 3], ["m1"], {}
+    launch.encode = lambda described, meta: [f"map {meta} {described.base.data_ptr()}"]
+    launch.launch = lambda *passed: received.append(passed)
+    launch.grid_xyz, launch.stream, launch.device, launch.fixed, launch.unbound = (1, 1, 1), str, 0, ("f",), (None,)
+    a, b, c = torch.zeros(4), torch.zeros(4), torch.zeros(4)
+    launch(a, b, 7, c)
+    assert received == [(1, 1, 1, "0", "f", a.data_ptr(), f"map m1 {b.data_ptr()}", 7, c.data_ptr(), None)]
 
 
 @pytest.mark.skipif(not HOPPER, reason="the Hopper kernels read Q, K, V by TMA on an sm_90 GPU only")

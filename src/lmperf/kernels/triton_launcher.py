@@ -9,6 +9,10 @@ which compiles and autotunes as usual, and keeps the compiled kernel and its gri
 straight to the compiled kernel's launcher. Keeping the signature fixed is the caller's promise:
 each Launcher belongs to one plan of ``flash_attention``'s plan cache, whose key is that signature.
 
+The compiled launcher asks the driver about every pointer it is given as a tensor
+(``cuPointerGetAttribute``: is it a device address?) at every launch; the first call settled that,
+so later calls pass each tensor's address as an integer, which the launcher takes as it is.
+
 A kernel that reads by TMA takes host tensor descriptors. Triton encodes one (a driver call) for
 every descriptor of every launch, in a Python loop over all the launch's arguments. With the
 signature fixed, a descriptor differs from the last only in its base address, so a Launcher given
@@ -74,6 +78,9 @@ class Launcher:
         if self.compiled is None or knobs.runtime.launch_enter_hook.calls:
             self._through_triton(self.described(args))
             return
+        args = list(args)
+        for i in self.pointers:
+            args[i] = args[i].data_ptr()
         if self.metas:
             args = self.encoded(args)
         elif self.descriptors:  # descriptors Triton's own wrapper encodes (not read by TMA)
@@ -117,6 +124,8 @@ class Launcher:
         # and PDL flags, the two scratch buffers, the metadata, the launch metadata and the two hooks.
         needs_scratch = launcher.global_scratch_size or launcher.profile_scratch_size
         self.launch = launcher if needs_scratch else launcher.launch
+        # tensors passed as such (not as descriptors): from now on, as their addresses
+        self.pointers = [i for i, x in enumerate(args) if hasattr(x, "data_ptr") and i not in self.descriptors]
         self.metas = None
         encoder = None if needs_scratch or not self.descriptors else _encoder(self.launch, self.descriptors)
         if encoder is not None:
