@@ -1,3 +1,5 @@
+# pinned: de167786ae87  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_attention._forward, _backward, _heads_view, _signature, _PLANS, _Backward
 """Where does the host time of our attention's backward go, piece by piece, beside SDPA's?
 
 After the launch-path cuts a forward under ``no_grad`` costs ours 7-9 us more host time than SDPA's,
@@ -12,6 +14,12 @@ Shapes: the model's (batch 4, 16 heads, d 64, bf16, causal), q and k contiguous,
 issued back to back without a sync, median of 15 rounds, the variants taking turns.
 
     PYTHONPATH=src:notes python notes/flash_backward_host.py > notes/logs/<date>-flash_backward_host.txt
+
+Ran at: 3e05adb78e8d (NVIDIA H200, torch 2.11, Triton 3.6), this script uncommitted then,
+    output: notes/logs/2026-11-29-flash_backward_host-3e05adb-h200.txt
+Ran at: 3e05adb78e8d and de167786ae87 (a second NVIDIA H200), one process each,
+    output: notes/logs/2026-11-29-flash_backward_host-3e05adb-h200-second.txt,
+    notes/logs/2026-11-29-flash_backward_host-de16778-h200-second.txt
 """
 
 import cProfile

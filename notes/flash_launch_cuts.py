@@ -18,6 +18,8 @@ synchronized call (GPU included), median of the rounds.
 Ran at: 3a8a7a910349 (NVIDIA H200, torch 2.11, Triton 3.6), the script as then (the same four calls
     written out in it), as after, against a tree of 2b557cf28f35 as before,
     output: notes/logs/2026-11-29-flash_launch_cuts-3a8a7a9-h200.csv
+Ran at: de167786ae87 (NVIDIA H200), as after, against a tree of 3e05adb78e8d as before (tensors
+    passed by address, notes/flash-launch.md), output: notes/logs/2026-11-29-flash_launch_cuts-de16778-h200.csv
 """
 
 import argparse

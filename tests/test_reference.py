@@ -1541,17 +1541,31 @@ def test_the_reports_launched_attention_table_is_the_flash_launch_csvs():
         assert slower_total == int(readme_slower)
 
 
-def test_flash_launch_compiled_run_is_one_commit_and_its_table_is_the_paired_bootstrap():
-    """The compiled run's table is its CSVs' (as the eager runs' are), and the counts the README
-    states are the table's."""
-    folder = REFERENCE.parent / "flash-launch" / "compiled"
+@pytest.mark.parametrize(
+    "run, suffix, commit, compile_",
+    [("compiled", "-compiled", "a700a14547c6", "compiled"), ("run3", "", "de167786ae87", "eager")],
+)
+def test_flash_launch_single_runs_are_one_commit_and_their_tables_the_paired_bootstrap(run, suffix, commit, compile_):
+    """The compiled run's and the third eager run's tables are their CSVs' (as the first two runs'
+    are), and the counts and ranges the README states are the table's."""
+    folder = REFERENCE.parent / "flash-launch" / run
     readme = " ".join((folder.parent / "README.md").read_text().split())
-    e2e = pd.concat([render.read(folder / f"e2e-{size}-compiled.csv") for size in ("small", "medium")])
-    assert set(e2e["commit"]) == {"a700a14547c6"} and e2e["host_bound"].all() and (e2e["compile"] == "compiled").all()
-    verdicts = []
+    e2e = pd.concat([render.read(folder / f"e2e-{size}{suffix}.csv") for size in ("small", "medium")])
+    assert set(e2e["commit"]) == {commit} and e2e["host_bound"].all() and (e2e["compile"] == compile_).all()
+    verdicts, graphed, slower_by = [], [], []
     for (size, context, mode), group in e2e.groupby(["size", "context_length", "mode"], sort=False):
         verdict, cells = ours_over_sdpa(group)
-        verdicts.append(verdict)
+        verdicts.append((mode, verdict))
+        graphed.append(float(cells.split(" | ")[-1]))
+        if verdict == "slower":
+            slower_by.append(float(cells.split(" | ")[2].split()[0]) - 1)
         assert f"| {size} | {context} | {mode} | {cells} |" in readme
-    slower, faster = verdicts.count("slower"), verdicts.count("faster")
-    assert f"ours is slower at none of the 24 points** and faster at {faster}:" in readme and slower == 0
+    slower = sum(v == "slower" for _, v in verdicts)
+    faster = sum(v == "faster" for _, v in verdicts)
+    assert not any(m == "forward" and v == "slower" for m, v in verdicts)
+    said = "none" if slower == 0 else str(slower)
+    label = "Compiled" if run == "compiled" else "Run 3"
+    assert f"{label}, ours is slower at {said} of the 24 points** and faster at {faster}" in readme
+    assert f"{min(graphed):.3f}-{max(graphed):.3f}" in readme
+    if slower_by:
+        assert f"{100 * min(slower_by):.1f}-{100 * max(slower_by):.1f}% slower" in readme
