@@ -17,6 +17,9 @@ call costs more where other work ran before it; if only the block does, somethin
 of ours does.
 
     PYTHONPATH=src:notes python notes/flash_model_layer.py > notes/logs/<date>-flash_model_layer.txt
+
+Ran at: d85942971346 (NVIDIA H200, torch 2.11, Triton 3.6),
+    output: notes/logs/2026-11-29-flash_model_layer-d859429-h200.txt
 """
 
 import gc

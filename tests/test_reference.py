@@ -1542,11 +1542,17 @@ def test_the_reports_launched_attention_table_is_the_flash_launch_csvs():
 
 
 @pytest.mark.parametrize(
-    "run, suffix, commit, compile_",
-    [("compiled", "-compiled", "a700a14547c6", "compiled"), ("run3", "", "de167786ae87", "eager")],
+    "run, suffix, commit, compile_, label",
+    [
+        ("compiled", "-compiled", "a700a14547c6", "compiled", "Compiled"),
+        ("compiled2", "-compiled", "d85942971346", "compiled", "Compiled run 2"),
+        ("run3", "", "de167786ae87", "eager", "Run 3"),
+    ],
 )
-def test_flash_launch_single_runs_are_one_commit_and_their_tables_the_paired_bootstrap(run, suffix, commit, compile_):
-    """The compiled run's and the third eager run's tables are their CSVs' (as the first two runs'
+def test_flash_launch_single_runs_are_one_commit_and_their_tables_the_paired_bootstrap(
+    run, suffix, commit, compile_, label
+):
+    """The compiled runs' and the third eager run's tables are their CSVs' (as the first two runs'
     are), and the counts and ranges the README states are the table's."""
     folder = REFERENCE.parent / "flash-launch" / run
     readme = " ".join((folder.parent / "README.md").read_text().split())
@@ -1564,7 +1570,6 @@ def test_flash_launch_single_runs_are_one_commit_and_their_tables_the_paired_boo
     faster = sum(v == "faster" for _, v in verdicts)
     assert not any(m == "forward" and v == "slower" for m, v in verdicts)
     said = "none" if slower == 0 else str(slower)
-    label = "Compiled" if run == "compiled" else "Run 3"
     assert f"{label}, ours is slower at {said} of the 24 points** and faster at {faster}" in readme
     assert f"{min(graphed):.3f}-{max(graphed):.3f}" in readme
     if slower_by:
