@@ -228,6 +228,73 @@ def test_leaderboard_implementations_take_turns_round_by_round():
     assert 1.9 <= columns["graphed_ci95_low_ms"] <= 2.0 <= columns["graphed_ci95_high_ms"] <= 2.1
 
 
+@pytest.mark.parametrize("pass_", ["forward_backward", "backward"])
+def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(monkeypatch, pass_):
+    """in_turns, with stand-ins for the timers: an implementation out of memory is an oom row and an
+    SDPA backend that refuses the inputs a skipped row with torch's reason, and neither takes a turn;
+    the others take turns round by round, launched and then replayed, each row with its rounds; a
+    pass that is not replayed (the backward alone) says why. Any other error is raised."""
+    import triton.testing
+
+    from lmperf.measure import GraphUnavailable
+    from lmperf.studies import flash
+
+    turns = []
+
+    def implementation(name, ms, error=None):
+        def run(warm):
+            if error is not None:
+                raise error
+            if warm != 1:  # the first call of each, before the rounds, is a trial
+                turns.append(name)
+            return ms
+
+        return run
+
+    def graphed(attention, q, k, v, causal, pass_):
+        if pass_ == "backward":
+            raise GraphUnavailable("the backward alone is not graphed")
+        return lambda: turns.append("replay") or attention(1) / 2
+
+    monkeypatch.setattr(flash, "time_pass", lambda attention, q, k, v, causal, pass_, warm, rep: attention(warm))
+    monkeypatch.setattr(flash, "graphed_pass", graphed)
+    monkeypatch.setattr(flash, "attention_kernel", lambda name: "triton")
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: fn())
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 2**30)
+    impls = {
+        "ours_triton": implementation("ours", 1.0),
+        "naive": implementation("naive", 9.0, torch.OutOfMemoryError("CUDA out of memory. Tried 4 GiB GPU 0")),
+        "sdpa_flash": implementation("flash", 2.0, RuntimeError("No available kernel. Aborting execution.\nmore")),
+        "sdpa_cudnn": implementation("cudnn", 3.0),
+    }
+    q = k = v = torch.zeros(1, 128, 16)
+    rows = flash.in_turns(impls, q, k, v, True, pass_, warmup_ms=25, rep_ms=100, rounds=3)
+    replays = ["replay"] * 6 if pass_ == "forward_backward" else []
+    assert turns == ["ours", "cudnn"] * 3 + replays
+    assert rows["naive"] == {"status": "oom", "note": "CUDA out of memory. Tried 4 GiB"}
+    assert rows["sdpa_flash"] == {"status": "skipped", "note": "No available kernel. Aborting execution."}
+    ours, cudnn = rows["ours_triton"], rows["sdpa_cudnn"]
+    assert ours["rounds"] == 3 and ours["round_ms"] == "1.0000;1.0000;1.0000" and cudnn["median_ms"] == 3.0
+    assert ours["attention_kernel"] == "triton" and ours["peak_mem_gib"] == 1.0
+    if pass_ == "forward_backward":
+        assert ours["graphed_median_ms"] == 0.5 and ours["graphed_round_ms"] == "0.5000;0.5000;0.5000"
+    else:
+        assert math.isnan(ours["graphed_median_ms"]) and ours["graph_note"] == "the backward alone is not graphed"
+    with pytest.raises(RuntimeError, match="an illegal memory access"):
+        flash.in_turns(
+            {"naive": implementation("naive", 1.0, RuntimeError("an illegal memory access"))},
+            q,
+            k,
+            v,
+            True,
+            pass_,
+            25,
+            100,
+            3,
+        )
+
+
 def test_flash_attention_4_is_an_anchor_only_where_installed():
     """FlashAttention-4 is optional: without the package (as in CI) its rows are skipped with the reason."""
     import importlib.util

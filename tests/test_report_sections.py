@@ -162,6 +162,63 @@ def test_sweep_compares_ours_with_the_fastest_other_at_the_longest_sequence():
     ) in text
 
 
+def rounds_frame(bound=1.25):
+    """A sweep timed in rounds: ours, SDPA flash and cuDNN, forward + backward, at three lengths where
+    ours is within ``bound`` of the faster backend, above it, and neither resolved."""
+    rounds = {  # per length: ours, flash, cudnn, four rounds each (ms)
+        128: ([0.30, 0.31, 0.29, 0.30], [0.40, 0.41, 0.39, 0.40], [0.35, 0.36, 0.34, 0.35]),
+        1024: ([0.60, 0.61, 0.62, 0.60], [0.40, 0.41, 0.40, 0.42], [0.45, 0.44, 0.46, 0.45]),
+        4096: ([0.50, 0.30, 0.70, 0.40], [0.36, 0.35, 0.34, 0.37], [0.50, 0.52, 0.51, 0.50]),
+    }
+    rows = []
+    for seq, times in rounds.items():
+        for impl, ms in zip(("ours_triton", "sdpa_flash", "sdpa_cudnn"), times):
+            for pass_ in ("forward", "forward_backward"):
+                rows.append(
+                    {
+                        "implementation": impl,
+                        "pass": pass_,
+                        "seq": seq,
+                        "d": 64,
+                        "dtype": "bf16",
+                        "median_ms": float(pd.Series(ms).median()),
+                        "round_ms": ";".join(f"{t:.4f}" for t in ms),
+                        "rounds": len(ms),
+                        "tflops": 50.0,
+                        "peak_mem_gib": 0.01,
+                        "launched_within": bound,
+                        "status": "ok",
+                        "note": "",
+                        **ENV,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_sweep_states_the_launched_target_from_paired_rounds():
+    """Per length, ours over the faster SDPA backend (the lower launched median), paired round by
+    round: within the rows' bound where the CI's top is, above it where its bottom is, else not
+    resolved; the count and the table are the rows'. Sweeps without rounds state no target."""
+    from lmperf.measure.stats import ratio_ci, split_ms
+
+    frame = rounds_frame()
+    text = flash_section.render(leaderboard_frame(), frame)
+    assert (
+        "paired over 4 interleaved rounds: within 1.25× at 1 of 3 lengths, above it at 1, not resolved at 1"
+    ) in text
+    found = flash_section.launched_against_sdpa(frame).set_index("seq")
+    assert found["faster"].to_dict() == {128: "sdpa_cudnn", 1024: "sdpa_flash", 4096: "sdpa_flash"}
+    assert found["within"].to_dict() == {128: "yes", 1024: "no", 4096: "not resolved"}
+    for seq, row in found.iterrows():
+        rows = frame[(frame["seq"] == seq) & (frame["pass"] == "forward_backward")].set_index("implementation")
+        ratio, low, high = ratio_ci(
+            split_ms(rows.loc["ours_triton", "round_ms"]), split_ms(rows.loc[row.faster, "round_ms"])
+        )
+        assert f"| {seq} " in text and f"{ratio:.3f} [{low:.3f}, {high:.3f}]" in text
+    assert "within 2.00× at 2 of 3 lengths" in flash_section.render(leaderboard_frame(), rounds_frame(2.0))
+    assert "ours against the faster SDPA backend" not in flash_section.render(leaderboard_frame(), sweep_frame())
+
+
 def test_sweep_names_where_timings_are_host_bound():
     times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "sdpa_flash": [1.0, 1.1, 5.0, 20.0], "naive": [1.0, 9.0, 20.0, 40.0]}
     group = pd.DataFrame(

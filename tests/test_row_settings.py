@@ -145,9 +145,10 @@ def test_the_share_of_allocations_listed_is_the_rows():
     assert "Largest allocations (top 25% by size;" in wider
 
 
-def test_the_flash_sweep_writes_its_flat_region_rule_on_its_rows(tmp_path):
+def test_the_flash_sweep_writes_its_flat_region_rule_and_launched_target_on_its_rows(tmp_path):
     from lmperf.studies import flash
 
     out = tmp_path / "sweep.csv"
-    flash.main(["sweep", "--flat-within", "3", "--seq-lengths", "128", "--out", str(out)])
-    assert (pd.read_csv(out)["flat_within"] == 3).all()
+    flash.main(["sweep", "--flat-within", "3", "--launched-within", "1.5", "--seq-lengths", "128", "--out", str(out)])
+    rows = pd.read_csv(out)
+    assert (rows["flat_within"] == 3).all() and (rows["launched_within"] == 1.5).all()

@@ -52,12 +52,15 @@ rule flash_sweep:
         implementations=",".join(FLASH["sweep"]["implementations"]),
         warmup_ms=FLASH["sweep"]["warmup_ms"],
         rep_ms=FLASH["sweep"]["rep_ms"],
+        rounds=FLASH["sweep"]["rounds"],
         flat_within=FLASH["sweep"]["flat_within"],
+        launched_within=FLASH["sweep"]["launched_within"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.flash sweep --dtype {wildcards.dtype} --head-dim {wildcards.d}"
         " --seq-lengths {params.seq_lengths} --implementations {params.implementations}"
-        " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --flat-within {params.flat_within}"
+        " --warmup-ms {params.warmup_ms} --rep-ms {params.rep_ms} --rounds {params.rounds}"
+        " --flat-within {params.flat_within} --launched-within {params.launched_within}"
         " --out {output} > {log} 2>&1"
 
 

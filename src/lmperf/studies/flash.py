@@ -14,9 +14,11 @@ is not graphed: its input graph is built outside the capture.
 The leaderboard shape of CS336 Assignment 2: q, k, v = randn(3, 16, 16384, 64), bf16, causal;
 ``torch.compile(FlashAttentionTriton.apply)``; ``o.sum().backward()``; do_bench(rep=10000,
 warmup=1000); the same for torch SDPA pinned to its flash and cuDNN backends, in the same process.
-There the implementations take turns in ``rounds`` interleaved rounds that share the warm-up and repetition
-time: each row has the median of its round medians with a bootstrap CI, and the rounds
-(``round_ms``), so that the report can pair two implementations round by round.
+In the leaderboard and in the sweep, the implementations of a pass take turns in ``rounds``
+interleaved rounds that share the warm-up and repetition time: each row has the median of its
+round medians with a bootstrap CI, and the rounds (``round_ms``), so that the report can pair two
+implementations round by round. That matters most launched at short sequences, where the host sets
+the time and one stretch of a busy host would otherwise fall on one implementation alone.
 FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
 
 Our rows name the kernels that ran (``attention_kernel``): on an sm_90 GPU FlashAttentionTriton
@@ -158,36 +160,6 @@ def graphed_pass(attention, q, k, v, causal: bool, pass_: str):
     return capture_graph(step, q.device, warmup_steps=3)  # warm-up autotunes and compiles first
 
 
-@phase("timed")
-def time_graphed(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
-    """Median milliseconds of the pass replayed as a CUDA graph (forward, or forward + backward)."""
-    from triton.testing import do_bench
-
-    replay = graphed_pass(attention, q, k, v, causal, pass_)
-    try:
-        return do_bench(replay, warmup=warmup_ms, rep=rep_ms, return_mode="median")
-    finally:
-        del replay
-        q.grad = k.grad = v.grad = None  # they live in the graph's pool
-        release_cached(q.device)
-
-
-def timed_columns(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> dict:
-    """Launched and graphed medians of one pass, their TFLOP/s, and whether the host bounds it."""
-    batch, seq, d = q.shape
-    flops = attention_flops(batch, seq, d, causal, pass_)
-    torch.cuda.reset_peak_memory_stats(q.device)
-    ms = time_pass(attention, q, k, v, causal, pass_, warmup_ms, rep_ms)
-    q.grad = k.grad = v.grad = None
-    peak = torch.cuda.max_memory_allocated(q.device) / 2**30  # of the launched pass: graphs hold a pool more
-    columns = {"median_ms": ms, "peak_mem_gib": peak}
-    try:
-        graphed = time_graphed(attention, q, k, v, causal, pass_, warmup_ms, rep_ms)
-    except GraphUnavailable as reason:
-        return {**columns, **rate_columns(flops, ms), "graphed_median_ms": float("nan"), "graph_note": str(reason)}
-    return {**columns, "graphed_median_ms": graphed, **rate_columns(flops, ms, graphed)}
-
-
 def rate_columns(flops: float, ms: float, graphed_ms: float | None = None) -> dict:
     """TFLOP/s of the launched median and, where the pass was replayed, of the replayed one, with the
     host's share and whether it bounds the pass."""
@@ -232,36 +204,67 @@ def round_columns(times_ms: list[float], prefix: str = "") -> dict:
     return {**summarize_ms(seconds, prefix), f"{prefix}round_ms": join_ms(seconds)}
 
 
-def leaderboard_pass(impls: dict, q, k, v, pass_: str, warmup_ms: int, rep_ms: int, rounds: int) -> dict[str, dict]:
-    """Per implementation, one pass timed launched and then replayed, each in interleaved rounds that
-    share warmup_ms and rep_ms between them; and the peak memory of one launched pass."""
+def refusal(name: str, error: RuntimeError) -> dict:
+    """The row of an implementation that cannot take a pass: out of memory, or an SDPA backend that
+    refuses the inputs (its flash kernels take no fp32), with torch's reason; any other error is raised."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return {"status": "oom", "note": str(error).split(" GPU ")[0]}
+    if name.startswith("sdpa") and "No available kernel" in str(error):
+        return {"status": "skipped", "note": str(error).splitlines()[0]}
+    raise error
+
+
+def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int, rounds: int) -> dict:
+    """Per implementation, one pass timed launched and then replayed as a CUDA graph, each in
+    ``rounds`` interleaved rounds that share warmup_ms and rep_ms, so that two implementations can be
+    compared round by round; the peak memory of one launched pass; and the pass's rates.
+
+    An implementation that cannot take the pass is a row of its own (``refusal``) and sits the rounds
+    out; one whose pass is not replayed (the backward alone) says why in ``graph_note``. The graphs
+    of the implementations that take turns are held at once.
+    """
     from triton.testing import do_bench
 
     batch, seq, d = q.shape
-    flops = attention_flops(batch, seq, d, True, pass_)
-    columns = {}
+    flops = attention_flops(batch, seq, d, causal, pass_)
+    warm, rep = warmup_ms / rounds, rep_ms / rounds
+    columns, timers = {}, {}
+    forget_kernels()
     for name, attention in impls.items():
         torch.cuda.reset_peak_memory_stats(q.device)
-        time_pass(attention, q, k, v, True, pass_, 1, 1)
+        try:
+            time_pass(attention, q, k, v, causal, pass_, 1, 1)
+        except RuntimeError as error:
+            columns[name] = refusal(name, error)
+            continue
+        finally:
+            q.grad = k.grad = v.grad = None
         columns[name] = {"peak_mem_gib": torch.cuda.max_memory_allocated(q.device) / 2**30, "rounds": rounds}
-        q.grad = k.grad = v.grad = None
-    warm, rep = warmup_ms / rounds, rep_ms / rounds
-    timers = {
-        name: lambda a=attention: time_pass(a, q, k, v, True, pass_, warm, rep) for name, attention in impls.items()
-    }
+        timers[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warm, rep)
     launched = interleaved_medians(timers, rounds)
-    replays = {name: graphed_pass(attention, q, k, v, True, pass_) for name, attention in impls.items()}
-    timers = {
-        name: lambda r=replay: do_bench(r, warmup=warm, rep=rep, return_mode="median")
-        for name, replay in replays.items()
+    if "ours_triton" in timers:
+        columns["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
+    replays = {}
+    for name in timers:
+        try:
+            replays[name] = graphed_pass(impls[name], q, k, v, causal, pass_)
+        except GraphUnavailable as reason:
+            columns[name]["graph_note"] = str(reason)
+    replayers = {
+        name: lambda r=r: do_bench(r, warmup=warm, rep=rep, return_mode="median") for name, r in replays.items()
     }
-    graphed = interleaved_medians(timers, rounds)
-    del replays, timers
+    graphed = interleaved_medians(replayers, rounds)
+    del replays, replayers
     q.grad = k.grad = v.grad = None  # they live in the graphs' pools
     release_cached(q.device)
-    for name, row in columns.items():
-        row.update(round_columns(launched[name]), **round_columns(graphed[name], "graphed_"))
-        row.update(rate_columns(flops, row["median_ms"], row["graphed_median_ms"]))
+    for name in timers:
+        row = columns[name]
+        row.update(round_columns(launched[name]))
+        if name in graphed:
+            row.update(round_columns(graphed[name], "graphed_"))
+            row.update(rate_columns(flops, row["median_ms"], row["graphed_median_ms"]))
+        else:
+            row.update(graphed_median_ms=float("nan"), **rate_columns(flops, row["median_ms"]))
     return columns
 
 
@@ -280,13 +283,10 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
     diffs = {name: relative_difference(impls[name], every["sdpa_flash"], q, k, v, True) for name in impls}
     timed = {}
     for pass_ in ("forward", "forward_backward"):
-        forget_kernels()
         try:
-            timed[pass_] = leaderboard_pass(impls, q, k, v, pass_, warmup_ms, rep_ms, rounds)
-        except torch.OutOfMemoryError as error:
+            timed[pass_] = in_turns(impls, q, k, v, True, pass_, warmup_ms, rep_ms, rounds)
+        except torch.OutOfMemoryError as error:  # in the rounds, where every implementation had run once
             timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
-        if "ours_triton" in impls:
-            timed[pass_]["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
     for pass_ in timed:
         timed[pass_].update({name: {"status": "skipped", "note": reasons[name]} for name in names if name not in impls})
     rows = []
@@ -317,11 +317,14 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
     return rows
 
 
-def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: int, batch: int = 1) -> list[dict]:
-    """Causal attention, batch 1: every implementation x pass at each sequence length.
+def sweep_rows(
+    dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: int, rounds: int = 4, batch: int = 1
+) -> list[dict]:
+    """Causal attention, batch 1: every implementation x pass at each sequence length, the
+    implementations of a pass taking turns in ``rounds`` interleaved rounds (``in_turns``).
 
-    Out-of-memory is a row; a backend that refuses the inputs (SDPA's flash kernels take no fp32)
-    is a skipped row with torch's reason. peak_mem_gib is the allocator's peak during the launched pass.
+    Out-of-memory is a row; a backend that refuses the inputs is a skipped row with torch's reason.
+    peak_mem_gib is the allocator's peak during one launched pass.
     """
     device = torch.device("cuda")
     env = fingerprint(device)
@@ -334,6 +337,17 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
             torch.randn(batch, seq, d, device=device, dtype=DTYPES[dtype], generator=generator).requires_grad_()
             for _ in range(3)
         )
+        skipped = {name: {"status": "skipped", "note": why} for name, why in reasons.items() if why}
+        if seq > PYTHON_LOOP_MAX_SEQ and "ours_pytorch" in names:
+            note = f"tiled Python loop; timed up to seq {PYTHON_LOOP_MAX_SEQ}"
+            skipped.setdefault("ours_pytorch", {"status": "skipped", "note": note})
+        taking_turns = {name: impls[name] for name in names if name not in skipped}
+        timed = {}
+        for pass_ in PASSES:
+            try:
+                timed[pass_] = in_turns(taking_turns, q, k, v, True, pass_, warmup_ms, rep_ms, rounds)
+            except torch.OutOfMemoryError as error:  # in the rounds, where every implementation had run once
+                timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in taking_turns}
         for name in names:
             for pass_ in PASSES:
                 row = {
@@ -349,33 +363,16 @@ def sweep_rows(dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: i
                     "rep_ms": rep_ms,
                     "status": "ok",
                     "note": "",
+                    **skipped.get(name, timed[pass_].get(name, {})),
                 }
-                if name == "ours_pytorch" and seq > PYTHON_LOOP_MAX_SEQ:
-                    row.update(status="skipped", note=f"tiled Python loop; timed up to seq {PYTHON_LOOP_MAX_SEQ}")
-                if reasons[name]:
-                    row.update(status="skipped", note=reasons[name])
-                if row["status"] == "skipped":
-                    rows.append({**row, **env})
-                    continue
-                forget_kernels()
-                try:
-                    row.update(timed_columns(impls[name], q, k, v, True, pass_, warmup_ms, rep_ms))
-                    if name == "ours_triton":
-                        row["attention_kernel"] = attention_kernel("flash_triton")
-                except torch.OutOfMemoryError as error:
-                    row.update(status="oom", note=str(error).split(" GPU ")[0])
-                except RuntimeError as error:
-                    if not name.startswith("sdpa") or "No available kernel" not in str(error):
-                        raise
-                    row.update(status="skipped", note=str(error).splitlines()[0])
-                q.grad = k.grad = v.grad = None
-                torch.cuda.empty_cache()
                 log.info(
                     f"seq {seq:>6} {name:>15} {pass_:>16} {row['status']:>7} "
                     f"{row.get('median_ms', float('nan')):10.3f} ms launched "
                     f"{row.get('graphed_median_ms', float('nan')):10.3f} ms graphed"
                 )
                 rows.append({**row, **env})
+        del q, k, v
+        torch.cuda.empty_cache()
     return rows
 
 
@@ -384,7 +381,7 @@ def main(argv=None) -> None:
     p.add_argument("experiment", choices=["leaderboard", "sweep"])
     p.add_argument("--warmup-ms", type=int, default=1000)
     p.add_argument("--rep-ms", type=int, default=10000)
-    p.add_argument("--rounds", type=int, default=10, help="leaderboard: interleaved rounds")
+    p.add_argument("--rounds", type=int, default=10, help="interleaved rounds of the implementations, per pass")
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--seq-lengths", type=int_list, default=[128, 1024])
@@ -395,6 +392,13 @@ def main(argv=None) -> None:
         default=2.0,
         help="sweep: written on the rows for the report, which calls a fused kernel's launched times flat (the "
         "host's) up to the sequence where they pass this multiple of its time at the shortest",
+    )
+    p.add_argument(
+        "--launched-within",
+        type=float,
+        default=1.25,
+        help="sweep: written on the rows for the report, which states where our launched forward + backward "
+        "is within this multiple of the faster SDPA backend's",
     )
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
@@ -413,10 +417,16 @@ def main(argv=None) -> None:
         rows = leaderboard_rows(args.warmup_ms, args.rep_ms, args.rounds)
     else:
         rows = sweep_rows(
-            args.dtype, args.head_dim, args.seq_lengths, args.implementations.split(","), args.warmup_ms, args.rep_ms
+            args.dtype,
+            args.head_dim,
+            args.seq_lengths,
+            args.implementations.split(","),
+            args.warmup_ms,
+            args.rep_ms,
+            args.rounds,
         )
     if args.experiment == "sweep":
-        rows = [{**row, "flat_within": args.flat_within} for row in rows]
+        rows = [{**row, "flat_within": args.flat_within, "launched_within": args.launched_within} for row in rows]
     write_rows(rows, args.out)
 
 
