@@ -1574,3 +1574,23 @@ def test_flash_launch_single_runs_are_one_commit_and_their_tables_the_paired_boo
     assert f"{min(graphed):.3f}-{max(graphed):.3f}" in readme
     if slower_by:
         assert f"{100 * min(slower_by):.1f}-{100 * max(slower_by):.1f}% slower" in readme
+
+
+def test_flash_sweep_in_rounds_is_one_commit_and_its_launched_tables_are_the_reports():
+    """The slice's tables are what the report renders from its CSVs (ours launched forward + backward
+    against the faster SDPA backend, paired over the rounds), and the count it states is theirs."""
+    from lmperf.report.flash_section import launched_against_sdpa, launched_target
+
+    folder = REFERENCE.parent / "flash-sweep-rounds"
+    readme = (folder / "README.md").read_text()
+    within = []
+    for d in (64, 128):
+        sweep = render.read(folder / f"sweep-bf16-d{d}.csv")
+        assert set(sweep["commit"]) == {"073872a67aca"} and (sweep["rounds"] == 4).all()
+        rendered = launched_target(sweep)
+        assert rendered[0] in readme and rendered[2] in readme
+        within += launched_against_sdpa(sweep)["within"].tolist()
+    words = " ".join(readme.split())
+    said = re.search(r"within 1\.25× of the faster SDPA backend at (\d+) of the (\d+) points, above it at (\w+)", words)
+    above = within.count("no")
+    assert said.groups() == (str(within.count("yes")), str(len(within)), "none" if above == 0 else str(above))
