@@ -38,26 +38,19 @@ def leaderboard_frame():
     )
 
 
+def sweep_row(impl: str, pass_: str, seq: int, **columns) -> dict:
+    """One measured bf16 sweep row at d = 64."""
+    return {"implementation": impl, "pass": pass_, "seq": seq, "d": 64, "dtype": "bf16", "status": "ok", "note": "",
+            **columns, **ENV}  # fmt: skip
+
+
 def sweep_frame():
     rows = []
     for seq in (1024, 2048):
         for impl in ("ours_triton", "naive"):
             for pass_ in ("forward", "backward", "forward_backward"):
-                rows.append(
-                    {
-                        "implementation": impl,
-                        "pass": pass_,
-                        "seq": seq,
-                        "d": 64,
-                        "dtype": "bf16",
-                        "median_ms": seq / 1000 * (2 if impl == "naive" else 1),
-                        "tflops": 50.0,
-                        "peak_mem_gib": seq / 1024 * 0.01,
-                        "status": "ok",
-                        "note": "",
-                        **ENV,
-                    }
-                )
+                ms = seq / 1000 * (2 if impl == "naive" else 1)
+                rows.append(sweep_row(impl, pass_, seq, median_ms=ms, tflops=50.0, peak_mem_gib=seq / 1024 * 0.01))
     rows.append(
         {
             "implementation": "naive",
@@ -175,23 +168,9 @@ def rounds_frame(bound=1.25):
         for impl, ms in zip(("ours_triton", "sdpa_flash", "sdpa_cudnn"), times):
             for pass_ in ("forward", "forward_backward"):
                 rows.append(
-                    {
-                        "implementation": impl,
-                        "pass": pass_,
-                        "seq": seq,
-                        "d": 64,
-                        "dtype": "bf16",
-                        "median_ms": float(pd.Series(ms).median()),
-                        "round_ms": ";".join(f"{t:.4f}" for t in ms),
-                        "rounds": len(ms),
-                        "tflops": 50.0,
-                        "peak_mem_gib": 0.01,
-                        "launched_within": bound,
-                        "status": "ok",
-                        "note": "",
-                        **ENV,
-                    }
-                )
+                    sweep_row(impl, pass_, seq, median_ms=float(pd.Series(ms).median()), tflops=50.0, peak_mem_gib=0.01,
+                              round_ms=";".join(f"{t:.4f}" for t in ms), rounds=len(ms), launched_within=bound)
+                )  # fmt: skip
     return pd.DataFrame(rows)
 
 
