@@ -232,8 +232,9 @@ def test_leaderboard_implementations_take_turns_round_by_round():
 def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(monkeypatch, pass_):
     """in_turns, with stand-ins for the timers: an implementation out of memory is an oom row and an
     SDPA backend that refuses the inputs a skipped row with torch's reason, and neither takes a turn;
-    the others take turns round by round, launched and then replayed, each row with its rounds; a
-    pass that is not replayed (the backward alone) says why. Any other error is raised."""
+    one whose call outlasts a round's repetition time is timed once, ahead of the rounds, with the
+    whole time; the others take turns round by round, launched and then replayed, each row with its
+    rounds; a pass that is not replayed (the backward alone) says why. Any other error is raised."""
     import triton.testing
 
     from lmperf.measure import GraphUnavailable
@@ -242,21 +243,21 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
     turns = []
 
     def implementation(name, ms, error=None):
-        def run(warm):
+        def run(warm, rep):
             if error is not None:
                 raise error
             if warm != 1:  # the first call of each, before the rounds, is a trial
-                turns.append(name)
+                turns.append(f"{name} {rep:g}")
             return ms
 
         return run
 
-    def graphed(attention, q, k, v, causal, pass_):
+    def graphed(attention, q, k, v, causal, pass_, pool):
         if pass_ == "backward":
             raise GraphUnavailable("the backward alone is not graphed")
-        return lambda: turns.append("replay") or attention(1) / 2
+        return lambda: turns.append("replay") or attention(1, 1) / 2
 
-    monkeypatch.setattr(flash, "time_pass", lambda attention, q, k, v, causal, pass_, warm, rep: attention(warm))
+    monkeypatch.setattr(flash, "time_pass", lambda attention, q, k, v, causal, pass_, warm, rep: attention(warm, rep))
     monkeypatch.setattr(flash, "graphed_pass", graphed)
     monkeypatch.setattr(flash, "attention_kernel", lambda name: "triton")
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: fn())
@@ -267,11 +268,13 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
         "naive": implementation("naive", 9.0, torch.OutOfMemoryError("CUDA out of memory. Tried 4 GiB GPU 0")),
         "sdpa_flash": implementation("flash", 2.0, RuntimeError("No available kernel. Aborting execution.\nmore")),
         "sdpa_cudnn": implementation("cudnn", 3.0),
+        "naive_compiled": implementation("slow", 40.0),  # longer than a round's 100 / 3 ms
     }
     q = k = v = torch.zeros(1, 128, 16)
     rows = flash.in_turns(impls, q, k, v, True, pass_, warmup_ms=25, rep_ms=100, rounds=3)
-    replays = ["replay"] * 6 if pass_ == "forward_backward" else []
-    assert turns == ["ours", "cudnn"] * 3 + replays
+    replays = ["replay"] * 7 if pass_ == "forward_backward" else []
+    assert turns == ["slow 100"] + ["ours 33.3333", "cudnn 33.3333"] * 3 + replays
+    assert rows["naive_compiled"]["rounds"] == 1 and rows["naive_compiled"]["median_ms"] == 40.0
     assert rows["naive"] == {"status": "oom", "note": "CUDA out of memory. Tried 4 GiB"}
     assert rows["sdpa_flash"] == {"status": "skipped", "note": "No available kernel. Aborting execution."}
     ours, cudnn = rows["ours_triton"], rows["sdpa_cudnn"]

@@ -52,6 +52,16 @@ def test_gpu_sections_read_only_declared_columns(slice_, results, draw):
     assert draw(*(declared_only(f, name) for f, name in zip(frames, results))) == draw(*frames)
 
 
+def test_the_flash_sweep_in_rounds_reads_only_declared_columns():
+    """The launched target, which reads the rounds and ``launched_within``, reads them as declared."""
+    folder = ROOT / "report/reference/flash-sweep-rounds"
+    sweep = pd.concat([render.read(folder / f"sweep-bf16-d{d}.csv") for d in (64, 128)])
+    leaderboard = render.read(REFERENCE / "flash-gluon/leaderboard.csv")
+    rendered = flash_section.render(leaderboard, sweep)
+    assert "ours against the faster SDPA backend" in rendered
+    assert flash_section.render(leaderboard, declared_only(sweep, "flash_sweep")) == rendered
+
+
 ONE_ALLOCATION = ROOT / "report/reference/one-allocation"
 
 

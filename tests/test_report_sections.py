@@ -198,6 +198,17 @@ def test_sweep_states_the_launched_target_from_paired_rounds():
     assert "ours against the faster SDPA backend" not in flash_section.render(leaderboard_frame(), sweep_frame())
 
 
+def test_the_launched_target_skips_rows_without_rounds_or_with_one():
+    """Rows of an older sweep beside newer ones (their rounds columns empty) state no target and do not
+    break the newer ones'; a length where ours was timed in one round pairs nothing and is left out."""
+    old = rounds_frame().assign(d=128, round_ms=float("nan"), rounds=float("nan"), launched_within=float("nan"))
+    text = flash_section.render(leaderboard_frame(), pd.concat([rounds_frame(), old]))
+    assert text.count("ours against the faster SDPA backend") == 1 and "at 1 of 3 lengths" in text
+    one = rounds_frame()
+    one.loc[(one["implementation"] == "ours_triton") & (one["seq"] == 128), ["rounds", "round_ms"]] = [1, "0.3000"]
+    assert flash_section.launched_against_sdpa(one)["seq"].tolist() == [1024, 4096]
+
+
 def test_sweep_names_where_timings_are_host_bound():
     times = {"ours_triton": [0.5, 0.6, 0.7, 3.0], "sdpa_flash": [1.0, 1.1, 5.0, 20.0], "naive": [1.0, 9.0, 20.0, 40.0]}
     group = pd.DataFrame(

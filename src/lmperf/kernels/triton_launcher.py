@@ -11,7 +11,9 @@ each Launcher belongs to one plan of ``flash_attention``'s plan cache, whose key
 
 The compiled launcher asks the driver about every pointer it is given as a tensor
 (``cuPointerGetAttribute``: is it a device address?) at every launch; the first call settled that,
-so later calls pass each tensor's address as an integer, which the launcher takes as it is.
+so later calls pass each tensor's address as an integer, which the launcher takes as it is. A tensor
+on another device then reaches the kernel unchecked (a fault, not Triton's ValueError): the plans
+that own Launchers key on each input's device.
 
 A kernel that reads by TMA takes host tensor descriptors. Triton encodes one (a driver call) for
 every descriptor of every launch, in a Python loop over all the launch's arguments. With the

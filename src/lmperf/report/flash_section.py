@@ -116,7 +116,7 @@ def leaderboard_words(frame: pd.DataFrame, rows: pd.DataFrame, first: pd.Series,
         _ratio_sentence(rows, p, other, column)
         for column in dict.fromkeys(("median_ms", gpu_time_column(rows)))
         for p in ("forward_backward", "forward")
-        for other in ("sdpa_flash", "sdpa_cudnn", "fa4")
+        for other in (*SDPA_BACKENDS, "fa4")
     ]
     sentences.append(
         kernels_sentence(rows[rows["implementation"] == "ours_triton"], "Ours", lambda r: PASS_LABELS[r["pass"]])
@@ -142,7 +142,8 @@ def leaderboard_words(frame: pd.DataFrame, rows: pd.DataFrame, first: pd.Series,
     ]
 
 
-FUSED = ("ours_triton", "sdpa_flash", "sdpa_cudnn")  # a few kernel launches per pass, whatever the length
+SDPA_BACKENDS = ("sdpa_flash", "sdpa_cudnn")
+FUSED = ("ours_triton", *SDPA_BACKENDS)  # a few kernel launches per pass, whatever the length
 
 
 def host_bound_up_to(group: pd.DataFrame) -> int | None:
@@ -159,25 +160,30 @@ def host_bound_up_to(group: pd.DataFrame) -> int | None:
     return min(limits, default=None)
 
 
-SDPA_BACKENDS = ("sdpa_flash", "sdpa_cudnn")
-
-
 def launched_against_sdpa(group: pd.DataFrame) -> pd.DataFrame:
     """Per sequence length of one (dtype, d), ours launched forward + backward over the faster SDPA
     backend's (the lower launched median of flash and cuDNN at that length), paired round by round
     with a bootstrap CI, and whether it is within the rows' ``launched_within``: 'yes' where the CI's
-    top is within it, 'no' where its bottom is above it, else 'not resolved'. Empty where the rows
-    were not timed in rounds (older sweeps), or lack either side."""
+    top is within it, 'no' where its bottom is above it, else 'not resolved'. Launched at short
+    lengths the host sets these times and swings from one stretch of the run to the next, which only
+    pairing rounds taken in turns cancels. Empty where the rows were not timed in rounds (older
+    sweeps), or lack either side."""
     columns = ["seq", "ours_ms", "faster", "faster_ms", "ratio", "low", "high", "within"]
     rows = group[(group["pass"] == "forward_backward") & (group["status"] == "ok")]
     if "round_ms" not in rows or "launched_within" not in rows:
         return pd.DataFrame(columns=columns)
+    rows = rows[rows["round_ms"].notna() & (rows["rounds"] > 1)]  # a single round pairs nothing
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
     bound = setting(rows, "launched_within")
     out = []
-    for seq, at in rows[rows["round_ms"].notna()].groupby("seq"):
+    for seq, at in rows.groupby("seq"):
         by_name = at.set_index("implementation")
         sdpa = by_name[by_name.index.isin(SDPA_BACKENDS)]
         if "ours_triton" not in by_name.index or sdpa.empty:
+            continue
+        sdpa = sdpa[sdpa["rounds"] == by_name.loc["ours_triton", "rounds"]]  # the rounds pair one to one
+        if sdpa.empty:
             continue
         faster = sdpa["median_ms"].idxmin()
         ours_rounds, faster_rounds = (
@@ -202,7 +208,8 @@ def launched_against_sdpa(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def launched_target(group: pd.DataFrame) -> list[str]:
-    """``launched_against_sdpa`` as a table and a count, where the rows were timed in rounds."""
+    """``launched_against_sdpa`` as a table and a count, where the rows were timed in rounds: the
+    launched target a user meets, stated per length with its CI rather than from one median."""
     found = launched_against_sdpa(group)
     if found.empty:
         return []

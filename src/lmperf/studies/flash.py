@@ -41,7 +41,7 @@ from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, host_bo
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
-from lmperf.measure.timing import HOST_BOUND
+from lmperf.measure.timing import HOST_BOUND, graph_pool
 from lmperf.studies import int_list
 
 log = logging.getLogger(__name__)
@@ -146,8 +146,9 @@ def time_pass(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_
     )
 
 
-def graphed_pass(attention, q, k, v, causal: bool, pass_: str):
-    """The pass (forward, or forward + backward) captured as a CUDA graph: a function that replays it."""
+def graphed_pass(attention, q, k, v, causal: bool, pass_: str, pool=None):
+    """The pass (forward, or forward + backward) captured as a CUDA graph, in ``pool`` if given: a
+    function that replays it."""
     if pass_ == "backward":
         raise GraphUnavailable("the backward alone is not graphed")
 
@@ -157,7 +158,7 @@ def graphed_pass(attention, q, k, v, causal: bool, pass_: str):
             if pass_ != "forward":
                 out.sum().backward()
 
-    return capture_graph(step, q.device, warmup_steps=3)  # warm-up autotunes and compiles first
+    return capture_graph(step, q.device, pool, warmup_steps=3)  # warm-up autotunes and compiles first
 
 
 def rate_columns(flops: float, ms: float, graphed_ms: float | None = None) -> dict:
@@ -220,46 +221,64 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
     compared round by round; the peak memory of one launched pass; and the pass's rates.
 
     An implementation that cannot take the pass is a row of its own (``refusal``) and sits the rounds
-    out; one whose pass is not replayed (the backward alone) says why in ``graph_note``. The graphs
-    of the implementations that take turns are held at once.
+    out. One whose call takes longer than a round's repetition time (rep_ms / rounds) is timed in one
+    round with the whole warm-up and repetition time, ahead of the others: do_bench makes about eight
+    calls however short its time, so rounds would multiply its cost without adding a sample. The
+    graphs share one memory pool (they replay one at a time); one whose pass is not replayed (the
+    backward alone, or out of memory) says why in ``graph_note`` and keeps its launched columns.
     """
     from triton.testing import do_bench
 
     batch, seq, d = q.shape
     flops = attention_flops(batch, seq, d, causal, pass_)
     warm, rep = warmup_ms / rounds, rep_ms / rounds
-    columns, timers = {}, {}
+    columns, taking_turns, alone = {}, {}, {}
     forget_kernels()
     for name, attention in impls.items():
         torch.cuda.reset_peak_memory_stats(q.device)
         try:
-            time_pass(attention, q, k, v, causal, pass_, 1, 1)
+            trial_ms = time_pass(attention, q, k, v, causal, pass_, 1, 1)
         except RuntimeError as error:
             columns[name] = refusal(name, error)
             continue
         finally:
             q.grad = k.grad = v.grad = None
-        columns[name] = {"peak_mem_gib": torch.cuda.max_memory_allocated(q.device) / 2**30, "rounds": rounds}
-        timers[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warm, rep)
-    launched = interleaved_medians(timers, rounds)
-    if "ours_triton" in timers:
+        columns[name] = {"peak_mem_gib": torch.cuda.max_memory_allocated(q.device) / 2**30}
+        if trial_ms <= rep:
+            taking_turns[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warm, rep)
+        else:
+            alone[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warmup_ms, rep_ms)
+    launched = {name: [timer()] for name, timer in alone.items()} | interleaved_medians(taking_turns, rounds)
+    if "ours_triton" in launched:
         columns["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
-    replays = {}
-    for name in timers:
+    pool, replays = graph_pool(q.device), {}
+    for name in launched:
         try:
-            replays[name] = graphed_pass(impls[name], q, k, v, causal, pass_)
+            replays[name] = graphed_pass(impls[name], q, k, v, causal, pass_, pool)
         except GraphUnavailable as reason:
             columns[name]["graph_note"] = str(reason)
-    replayers = {
-        name: lambda r=r: do_bench(r, warmup=warm, rep=rep, return_mode="median") for name, r in replays.items()
-    }
-    graphed = interleaved_medians(replayers, rounds)
-    del replays, replayers
-    q.grad = k.grad = v.grad = None  # they live in the graphs' pools
+    graphed = {}
+    try:
+        for name in set(alone) & set(replays):
+            graphed[name] = [do_bench(replays[name], warmup=warmup_ms, rep=rep_ms, return_mode="median")]
+        in_rounds = {name: replays[name] for name in taking_turns if name in replays}
+        graphed |= interleaved_medians(
+            {
+                name: lambda r=r: do_bench(r, warmup=warm, rep=rep, return_mode="median")
+                for name, r in in_rounds.items()
+            },
+            rounds,
+        )
+    except torch.OutOfMemoryError as error:  # do_bench's cache-flush buffer beside the graphs' pool
+        graphed = {}
+        for name in replays:
+            columns[name]["graph_note"] = f"replays ran out of memory: {str(error).split(' GPU ')[0]}"
+    del replays
+    q.grad = k.grad = v.grad = None
     release_cached(q.device)
-    for name in timers:
+    for name, times in launched.items():
         row = columns[name]
-        row.update(round_columns(launched[name]))
+        row.update(round_columns(times), rounds=len(times))
         if name in graphed:
             row.update(round_columns(graphed[name], "graphed_"))
             row.update(rate_columns(flops, row["median_ms"], row["graphed_median_ms"]))
