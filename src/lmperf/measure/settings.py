@@ -5,8 +5,8 @@ timer's target CI half-width (``ci_halfwidth``), the host-bound threshold (``hos
 the untimed hold before timing (``settle_seconds``), or a target the study checks against (e.g.
 ``e2e_agreement``, ``loss_tolerance``, the DDP study's ``bucket_model_factor`` and
 ``sharding_saved_share``), or a rule the report applies to them and states (the fit's ``min_r2``, the
-flash sweep's ``flat_within`` and ``launched_within``, the ladder's ``power_limit_share``, memory's ``largest_share`` of
-allocations listed). The study writes each onto its rows, and the report reads
+flash sweep's ``flat_within`` and ``launched_within``, the ladder's ``power_limit_share``, memory's
+``largest_share`` of allocations listed). The study writes each onto its rows, and the report reads
 them back with ``setting``.
 
 Rows written before a column existed were all made with one value of it: ``MADE_WITH`` records

@@ -305,7 +305,7 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
         try:
             timed[pass_] = in_turns(impls, q, k, v, True, pass_, warmup_ms, rep_ms, rounds)
         except torch.OutOfMemoryError as error:  # in the rounds, where every implementation had run once
-            timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in impls}
+            timed[pass_] = {name: refusal(name, error) for name in impls}
     for pass_ in timed:
         timed[pass_].update({name: {"status": "skipped", "note": reasons[name]} for name in names if name not in impls})
     rows = []
@@ -366,7 +366,7 @@ def sweep_rows(
             try:
                 timed[pass_] = in_turns(taking_turns, q, k, v, True, pass_, warmup_ms, rep_ms, rounds)
             except torch.OutOfMemoryError as error:  # in the rounds, where every implementation had run once
-                timed[pass_] = {name: {"status": "oom", "note": str(error).split(" GPU ")[0]} for name in taking_turns}
+                timed[pass_] = {name: refusal(name, error) for name in taking_turns}
         for name in names:
             for pass_ in PASSES:
                 row = {
