@@ -90,6 +90,29 @@ def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_na
     pd.testing.assert_frame_equal(recomputed.reset_index(drop=True), committed, check_dtype=False)
 
 
+def test_the_readmes_projection_table_and_totals_are_the_committed_projections():
+    """Every row of the README's table is the two projections' row of that study, rounded as shown,
+    and the bold sentence states the totals."""
+    full, wide = (pd.read_csv(SLICE / f"projection{name}.csv").set_index("study") for name in ("", "-wide"))
+    readme = " ".join((SLICE / "README.md").read_text().split())
+    for study, row in full.iterrows():
+        name, bold = ("**all**", "**") if study == "all" else (study, "")
+        cells = [
+            name,
+            int(row["jobs"]),
+            int(row["estimated"]),
+            f"{bold}{row['gpu_min']:.1f}{bold}",
+            f"{row['longest_min']:.1f}",
+        ]
+        cells += [wide.loc[study, "jobs"], f"{bold}{wide.loc[study, 'gpu_min']:.1f}{bold}"]
+        assert "| " + " | ".join(map(str, cells)) + " |" in readme, study
+    total, total_wide = full.loc["all"], wide.loc["all"]
+    assert (
+        f"**Projected: {total['gpu_min']:.0f} GPU-minutes, and {total['wall_min']:.0f} minutes of wall time on four "
+        f"GPUs**; with `wide.yaml`, {total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.0f}"
+    ) in readme
+
+
 def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_path: Path):
     copy_pipeline(tmp_path)
     snakemake(tmp_path, "--cores", "1", "--config", "grid=full", "device=cuda", "--", "results/jobs.csv")

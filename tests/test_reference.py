@@ -1576,17 +1576,38 @@ def test_flash_launch_single_runs_are_one_commit_and_their_tables_the_paired_boo
         assert f"{100 * min(slower_by):.1f}-{100 * max(slower_by):.1f}% slower" in readme
 
 
+ROUNDS = REFERENCE.parent / "flash-sweep-rounds"
+
+
+def against_cudnn(sweep: pd.DataFrame, step: str) -> dict[int, str]:
+    """Per seq, ours replayed against cuDNN on ``step``: 'below' or 'above' where the graphed 95% CIs
+    are apart, else 'level'."""
+    rows = sweep[(sweep["pass"] == step) & (sweep["status"] == "ok")].set_index(["seq", "implementation"])
+    verdicts = {}
+    for seq in sorted(sweep["seq"].unique()):
+        ours, cudnn = rows.loc[(seq, "ours_triton")], rows.loc[(seq, "sdpa_cudnn")]
+        below = ours["graphed_ci95_high_ms"] < cudnn["graphed_ci95_low_ms"]
+        above = ours["graphed_ci95_low_ms"] > cudnn["graphed_ci95_high_ms"]
+        verdicts[int(seq)] = "below" if below else "above" if above else "level"
+    return verdicts
+
+
 def test_flash_sweep_in_rounds_is_one_commit_and_its_launched_tables_are_the_reports():
     """The slice's tables are what the report renders from its CSVs (ours launched forward + backward
     against the faster SDPA backend, paired over the rounds), and the count it states is theirs."""
     from lmperf.report.flash_section import launched_against_sdpa, launched_target
 
-    folder = REFERENCE.parent / "flash-sweep-rounds"
-    readme = (folder / "README.md").read_text()
+    readme = (ROUNDS / "README.md").read_text()
     within = []
+    for csv in sorted(ROUNDS.glob("rows/**/*.csv")):
+        assert set(render.read(csv)["commit"]) == {"118e65320fa7"}, csv
     for d in (64, 128):
-        sweep = render.read(folder / f"sweep-bf16-d{d}.csv")
-        assert set(sweep["commit"]) == {"073872a67aca"} and (sweep["rounds"] == 4).all()
+        sweep = render.read(ROUNDS / f"rows/flash/sweep/bf16-d{d}.csv")
+        paired = sweep[sweep["implementation"].isin(["ours_triton", "sdpa_flash", "sdpa_cudnn"])]
+        assert (paired["rounds"] == 4).all() and sweep["seq"].nunique() == 10
+        once = sweep[(sweep["status"] == "ok") & (sweep["rounds"] != 4)]
+        assert set(once["implementation"]) == {"ours_pytorch", "naive", "naive_compiled"}
+        assert (once["rounds"] == 1).all() and (once["median_ms"] > 25).all()  # slower than a round's rep_ms
         rendered = launched_target(sweep)
         assert rendered[0] in readme and rendered[2] in readme
         within += launched_against_sdpa(sweep)["within"].tolist()
@@ -1594,3 +1615,27 @@ def test_flash_sweep_in_rounds_is_one_commit_and_its_launched_tables_are_the_rep
     said = re.search(r"within 1\.25× of the faster SDPA backend at (\d+) of the (\d+) points, above it at (\w+)", words)
     above = within.count("no")
     assert said.groups() == (str(within.count("yes")), str(len(within)), "none" if above == 0 else str(above))
+
+
+def test_flash_sweep_in_rounds_says_what_its_replays_leaderboard_and_costs_show():
+    """Ours against cuDNN replayed, per length, as the README states it; the leaderboard's paired
+    round CIs; and the cost table's seconds, each from the job's benchmark and cost-split files."""
+    readme = readme_of(ROUNDS)
+    d64, d128 = (render.read(ROUNDS / f"rows/flash/sweep/bf16-d{d}.csv") for d in (64, 128))
+    fwd_bwd = against_cudnn(d128, "forward_backward")
+    assert [v for seq, v in fwd_bwd.items() if seq >= 4096] == ["below"] * 4 + ["level"]
+    assert "below cuDNN at 4096-32768** (0.777, 0.819, 0.887, 0.945" in readme and "level at 65536" in readme
+    assert [(seq, v) for seq, v in fwd_bwd.items() if seq < 4096 and v != "below"] == [(256, "level")]
+    assert [(seq, v) for seq, v in against_cudnn(d64, "forward_backward").items() if v != "below"] == [(2048, "above")]
+    assert "below at nine lengths, **above at seq 2048**" in readme
+    forward = [
+        (d, seq, v) for d, sweep in ((64, d64), (128, d128)) for seq, v in against_cudnn(sweep, "forward").items()
+    ]
+    assert [(d, seq, v) for d, seq, v in forward if v != "below"] == [(64, 16384, "level")]
+    assert_cudnn_targets(render.read(ROUNDS / "rows/flash/leaderboard.csv"), readme, fwd_bwd_met=True)
+    for tsv in sorted(ROUNDS.glob("benchmarks/**/*.tsv")):
+        wall = benchmark_seconds(tsv)
+        split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+        study = "flash sweep" if tsv.parent.name == "sweep" else tsv.parent.name
+        cells = [wall, *split[["start", "warmup", "capture", "timed", "other"]], wall - split.sum()]
+        assert f"| {study} {tsv.stem} | " + " | ".join(f"{v:.1f}" for v in cells) + " |" in readme, tsv

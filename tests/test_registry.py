@@ -55,7 +55,7 @@ def test_gpu_sections_read_only_declared_columns(slice_, results, draw):
 def test_the_flash_sweep_in_rounds_reads_only_declared_columns():
     """The launched target, which reads the rounds and ``launched_within``, reads them as declared."""
     folder = ROOT / "report/reference/flash-sweep-rounds"
-    sweep = pd.concat([render.read(folder / f"sweep-bf16-d{d}.csv") for d in (64, 128)])
+    sweep = pd.concat([render.read(folder / f"rows/flash/sweep/bf16-d{d}.csv") for d in (64, 128)])
     leaderboard = render.read(REFERENCE / "flash-gluon/leaderboard.csv")
     rendered = flash_section.render(leaderboard, sweep)
     assert "ours against the faster SDPA backend" in rendered

@@ -2,8 +2,8 @@
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
 fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's
 jobs less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size
-as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc) and the DDP
-jobs of ../ddp-ranks replace their earlier costs, and the e2e jobs are charged the holds that taking
+as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc), the DDP
+jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace their earlier costs, and the e2e jobs are charged the holds that taking
 turns added (head-d3fc0d3)."""
 
 import re
@@ -120,8 +120,9 @@ costs = pd.concat(
     ignore_index=True,
 )
 
-# Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), and the 4-rank DDP jobs
-# of ../ddp-ranks/ (292df6d, H200s): these replace every earlier cost of the same job. The 2.7B ladder
+# Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), the 4-rank DDP jobs
+# of ../ddp-ranks/ (292df6d, H200s) and the flash and attention jobs of ../flash-sweep-rounds/
+# (118e653, H200s, the sweep in rounds): these replace every earlier cost of the same job. The 2.7B ladder
 # job at context 1024 was stopped by its call's limit after 540 s (snakemake-2.log): that is charged,
 # a lower bound.
 later = [
@@ -129,6 +130,7 @@ later = [
     for base, source in (
         (here / "head-8f96bdc/benchmarks", "head-8f96bdc"),
         (here.parent / "ddp-ranks/benchmarks", "ddp-ranks"),
+        (here.parent / "flash-sweep-rounds/benchmarks", "flash-sweep-rounds"),
     )
     for tsv in sorted(base.rglob("*.tsv"))
     if source != "ddp-ranks" or "-n4" in tsv.name  # its 2-rank job ran narrowed; memory-ddp's did not
