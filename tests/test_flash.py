@@ -234,20 +234,26 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
     SDPA backend that refuses the inputs a skipped row with torch's reason, and neither takes a turn;
     one whose call outlasts a round's repetition time is timed once, ahead of the rounds, with the
     whole time; the others take turns round by round, launched and then replayed, each row with its
-    rounds; a pass that is not replayed (the backward alone) says why. Any other error is raised."""
+    rounds; a pass that is not replayed (the backward alone) says why. Any other error is raised. The
+    cost split counts each first call (it compiles and autotunes) as warm-up, every other call as timed."""
     import triton.testing
 
-    from lmperf.measure import GraphUnavailable
+    from lmperf.measure import GraphUnavailable, phases
     from lmperf.studies import flash
 
-    turns = []
+    turns, trials = [], []
 
     def implementation(name, ms, error=None):
-        def run(warm, rep):
+        def run(warm, rep, replay=False):
+            if replay:
+                return ms
+            if warm == 1:  # the first call of each, before the rounds, is a trial
+                trials.append(phases.current())
+            else:
+                turns.append(f"{name} {rep:g}")
+                assert phases.current() == "timed"
             if error is not None:
                 raise error
-            if warm != 1:  # the first call of each, before the rounds, is a trial
-                turns.append(f"{name} {rep:g}")
             return ms
 
         return run
@@ -255,12 +261,17 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
     def graphed(attention, q, k, v, causal, pass_, pool):
         if pass_ == "backward":
             raise GraphUnavailable("the backward alone is not graphed")
-        return lambda: turns.append("replay") or attention(1, 1) / 2
+        return lambda: turns.append("replay") or attention(1, 1, replay=True) / 2
 
     monkeypatch.setattr(flash, "time_pass", lambda attention, q, k, v, causal, pass_, warm, rep: attention(warm, rep))
     monkeypatch.setattr(flash, "graphed_pass", graphed)
     monkeypatch.setattr(flash, "attention_kernel", lambda name: "triton")
-    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: fn())
+
+    def do_bench(fn, warmup, rep, return_mode):
+        assert phases.current() == "timed"
+        return fn()
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: None)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 2**30)
     impls = {
@@ -274,6 +285,7 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
     rows = flash.in_turns(impls, q, k, v, True, pass_, warmup_ms=25, rep_ms=100, rounds=3)
     replays = ["replay"] * 7 if pass_ == "forward_backward" else []
     assert turns == ["slow 100"] + ["ours 33.3333", "cudnn 33.3333"] * 3 + replays
+    assert trials == ["warmup"] * 5
     assert rows["naive_compiled"]["rounds"] == 1 and rows["naive_compiled"]["median_ms"] == 40.0
     assert rows["naive"] == {"status": "oom", "note": "CUDA out of memory. Tried 4 GiB"}
     assert rows["sdpa_flash"] == {"status": "skipped", "note": "No available kernel. Aborting execution."}

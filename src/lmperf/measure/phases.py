@@ -62,6 +62,11 @@ def phase(name: str):
             _stack[-1][2] += elapsed
 
 
+def current() -> str:
+    """The innermost phase running now; "" outside every phase."""
+    return _stack[-1][0] if _stack else ""
+
+
 def split(now: float | None = None, env=os.environ) -> dict[str, float]:
     """Seconds per phase from the job's start until ``now``: every phase in PHASES, zero where none ran."""
     now = time.time() if now is None else now

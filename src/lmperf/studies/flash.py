@@ -118,9 +118,9 @@ def implementations(compile_ours: bool = False) -> dict:
     return runs
 
 
-@phase("timed")
 def time_pass(attention, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep_ms: int) -> float:
-    """Median milliseconds of one pass; gradients are reset between runs."""
+    """Median milliseconds of one pass; gradients are reset between runs. The caller names the phase
+    (a first call compiles and autotunes: warm-up, not timed steps)."""
     from triton.testing import do_bench
 
     grads = [q, k, v]
@@ -237,7 +237,8 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
     for name, attention in impls.items():
         torch.cuda.reset_peak_memory_stats(q.device)
         try:
-            trial_ms = time_pass(attention, q, k, v, causal, pass_, 1, 1)
+            with phase("warmup"):  # the first call compiles and autotunes
+                trial_ms = time_pass(attention, q, k, v, causal, pass_, 1, 1)
         except RuntimeError as error:
             columns[name] = refusal(name, error)
             continue
@@ -248,7 +249,9 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
             taking_turns[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warm, rep)
         else:
             alone[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warmup_ms, rep_ms)
-    launched = {name: [timer()] for name, timer in alone.items()} | interleaved_medians(taking_turns, rounds)
+    with phase("timed"):
+        launched = {name: [timer()] for name, timer in alone.items()}
+    launched |= interleaved_medians(taking_turns, rounds)
     if "ours_triton" in launched:
         columns["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
     pool, replays = graph_pool(q.device), {}
@@ -259,8 +262,9 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
             columns[name]["graph_note"] = str(reason)
     graphed = {}
     try:
-        for name in set(alone) & set(replays):
-            graphed[name] = [do_bench(replays[name], warmup=warmup_ms, rep=rep_ms, return_mode="median")]
+        with phase("timed"):
+            for name in set(alone) & set(replays):
+                graphed[name] = [do_bench(replays[name], warmup=warmup_ms, rep=rep_ms, return_mode="median")]
         in_rounds = {name: replays[name] for name in taking_turns if name in replays}
         graphed |= interleaved_medians(
             {
