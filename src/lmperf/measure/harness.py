@@ -207,6 +207,7 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
         0,
         spec.budget,
         before=lambda attention: use_attention(model, attention),
+        collect=False,  # the collector is paused while they are timed either way
     )
     for attention, timings in launched.items():
         timings.warmup_s = warmups[attention]
@@ -240,8 +241,10 @@ ALONE = "timed alone: interleaved with the other variants, one of them broke the
 
 @contextmanager
 def paused_gc():
-    """Python's garbage collector off for the block, after one collection, as ``measure`` times."""
-    gc.collect()
+    """Python's garbage collector off for the block, as ``measure`` times: no collection lands in a
+    warm-up step's recorded time. No full collection first: one walks every object, 0.16 s, and an
+    e2e job made 48 with the launched steps' (notes/one-allocation.md); ``free_memory`` collects
+    after each point."""
     gc.disable()
     try:
         yield
