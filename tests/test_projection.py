@@ -149,15 +149,24 @@ def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree
 
 
 def test_every_e2e_job_is_charged_the_holds_its_turns_added():
-    """head-d3fc0d3: the e2e job measured after the replays took turns is charged as measured; every
-    other e2e job its last cost plus its added holds (12 points x (variants x 2 turns - 1)) at the
-    measured cost a hold, named in `source`."""
+    """head-d3fc0d3: the e2e job measured after the replays took turns is charged as measured, and so
+    are the two measured later (head-507f3e6, their own holds in their time); every other e2e job its
+    last cost plus its added holds (12 points x (variants x 2 turns - 1)) at the measured cost a hold,
+    named in `source`."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
     measured = "benchmarks/e2e/small/bf16-eager.tsv"
     wall = pd.read_csv(SLICE / "head-d3fc0d3" / measured, sep="\t")["s"].iloc[-1]
     assert costs.loc[measured, "wall_s"] == wall and costs.loc[measured, "source"] == "head-d3fc0d3"
-    others = costs[costs.index.str.match(r"benchmarks/e2e/") & (costs.index != measured)]
-    assert len(others) == 19
+    later = sorted((SLICE / "head-507f3e6").glob("benchmarks/e2e/*/*.tsv"))
+    assert len(later) == 2
+    for tsv in later:
+        job = "benchmarks/" + str(tsv.relative_to(SLICE / "head-507f3e6/benchmarks"))
+        assert costs.loc[job, "wall_s"] == pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+        assert costs.loc[job, "source"] == "head-507f3e6"
+    others = costs[
+        costs.index.str.match(r"benchmarks/e2e/") & (costs["source"] != "head-507f3e6") & (costs.index != measured)
+    ]
+    assert len(others) == 17
     for job, row in others.iterrows():
         added = 12 * 5 if "/bf16-" in job else 12
         assert f" + {added} holds x " in row["source"] and "(head-d3fc0d3" in row["source"], job

@@ -2,8 +2,8 @@
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
 fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's
 jobs less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size
-as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc), the DDP
-jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace their earlier costs, and the e2e jobs are charged the holds that taking
+as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc, head-507f3e6),
+the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace their earlier costs, and the e2e jobs are charged the holds that taking
 turns added (head-d3fc0d3)."""
 
 import re
@@ -121,8 +121,9 @@ costs = pd.concat(
 )
 
 # Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), the 4-rank DDP jobs
-# of ../ddp-ranks/ (292df6d, H200s) and the flash and attention jobs of ../flash-sweep-rounds/
-# (118e653, H200s, the sweep in rounds): these replace every earlier cost of the same job. The 2.7B ladder
+# of ../ddp-ranks/ (292df6d, H200s), the flash and attention jobs of ../flash-sweep-rounds/
+# (118e653, H200s, the sweep in rounds) and two e2e jobs at 507f3e6 (head-507f3e6/, H200s, replays
+# in turns): these replace every earlier cost of the same job. The 2.7B ladder
 # job at context 1024 was stopped by its call's limit after 540 s (snakemake-2.log): that is charged,
 # a lower bound.
 later = [
@@ -131,6 +132,7 @@ later = [
         (here / "head-8f96bdc/benchmarks", "head-8f96bdc"),
         (here.parent / "ddp-ranks/benchmarks", "ddp-ranks"),
         (here.parent / "flash-sweep-rounds/benchmarks", "flash-sweep-rounds"),
+        (here / "head-507f3e6/benchmarks", "head-507f3e6"),
     )
     for tsv in sorted(base.rglob("*.tsv"))
     if source != "ddp-ranks" or "-n4" in tsv.name  # its 2-rank job ran narrowed; memory-ddp's did not
@@ -158,12 +160,15 @@ def mean_hold(size: str) -> float:
 
 
 measured = "benchmarks/e2e/small/bf16-eager.tsv"
+in_turns = ("head-507f3e6",)  # measured after d3fc0d3: the jobs' own holds
 per_hold = (wall(here / "head-d3fc0d3" / measured) - wall(here / "head-8f96bdc" / measured)) / 60
 holds = {"small": mean_hold("small"), "2.7B": mean_hold("2.7B")}
 for i, row in costs[costs["job"].str.match(r"benchmarks/e2e/")].iterrows():
     size, precision = re.match(r"benchmarks/e2e/([^/]+)/(fp32|bf16)-", row["job"]).groups()
     if row["job"] == measured:
         costs.loc[i, ["wall_s", "source"]] = wall(here / "head-d3fc0d3" / measured), "head-d3fc0d3"
+        continue
+    if row["source"] in in_turns:
         continue
     added = 12 * ((3 if precision == "bf16" else 1) * 2 - 1)
     scale = holds["small" if size in ("small", "medium") else "2.7B"] / holds["small"]
