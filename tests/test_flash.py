@@ -320,3 +320,50 @@ def test_flash_attention_4_is_an_anchor_only_where_installed():
     assert unavailable("fa4", "fp32") == "FlashAttention-4 takes 16-bit inputs only"
     if importlib.util.find_spec("flash_attn") is None:
         assert unavailable("fa4", "bf16").startswith("flash-attn-4 is not installed")
+
+
+def test_a_sweep_row_is_skipped_timed_or_out_of_memory_for_every_implementation_and_pass(monkeypatch):
+    """sweep_rows, with a stand-in for in_turns: at each length every named implementation has a row
+    for each pass. One that cannot run here (FlashAttention-4 not installed) and the tiled Python
+    loop past its longest length are skipped rows with the reason and take no turn; the others' rows
+    are what in_turns timed, and a pass that runs out of memory in its rounds is an oom row for each
+    implementation that took it. Every row names the device it ran on."""
+    from lmperf.studies import flash
+
+    taken = []
+
+    def in_turns(impls, q, k, v, causal, pass_, warmup_ms, rep_ms, rounds):
+        taken.append((q.shape[1], pass_, tuple(impls)))
+        if q.shape[1] > flash.PYTHON_LOOP_MAX_SEQ and pass_ == "backward":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB. GPU 0 has")
+        return {name: {"median_ms": 1.0, "rounds": rounds} for name in impls}
+
+    monkeypatch.setattr(flash, "in_turns", in_turns)
+    names = ["ours_triton", "ours_pytorch", "sdpa_flash", "fa4"]
+    monkeypatch.setattr(flash, "implementations", lambda: dict.fromkeys(names, "attention"))
+    monkeypatch.setattr(flash, "unavailable", lambda name, dtype: "not installed" if name == "fa4" else "")
+    long = 2 * flash.PYTHON_LOOP_MAX_SEQ
+    rows = flash.sweep_rows("bf16", 16, [128, long], names, 25, 100, rounds=3, device=torch.device("cpu"))
+
+    assert len(rows) == 2 * len(names) * len(flash.PASSES)
+    assert taken == [(128, p, ("ours_triton", "ours_pytorch", "sdpa_flash")) for p in flash.PASSES] + [
+        (long, p, ("ours_triton", "sdpa_flash")) for p in flash.PASSES
+    ]
+    by = {(r["seq"], r["implementation"], r["pass"]): r for r in rows}
+    assert all(r["device_type"] == "cpu" and r["d"] == 16 and r["dtype"] == "bf16" for r in rows)
+    for seq in (128, long):
+        for pass_ in flash.PASSES:
+            assert by[seq, "fa4", pass_]["status"] == "skipped" and by[seq, "fa4", pass_]["note"] == "not installed"
+    assert by[128, "ours_pytorch", "forward"]["status"] == "ok" and by[128, "ours_pytorch", "forward"]["rounds"] == 3
+    loop = by[long, "ours_pytorch", "forward"]
+    assert (
+        loop["status"] == "skipped"
+        and loop["note"] == f"tiled Python loop; timed up to seq {flash.PYTHON_LOOP_MAX_SEQ}"
+    )
+    for name in ("ours_triton", "sdpa_flash"):
+        assert by[long, name, "backward"]["status"] == "oom" and "out of memory" in by[long, name, "backward"]["note"]
+        assert "median_ms" not in by[long, name, "backward"]
+        assert (
+            by[long, name, "forward_backward"]["status"] == "ok"
+            and by[long, name, "forward_backward"]["median_ms"] == 1.0
+        )

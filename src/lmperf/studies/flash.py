@@ -341,15 +341,23 @@ def leaderboard_rows(warmup_ms: int, rep_ms: int, rounds: int = 10, batch=16, se
 
 
 def sweep_rows(
-    dtype: str, d: int, seq_lengths, names, warmup_ms: int, rep_ms: int, rounds: int = 4, batch: int = 1
+    dtype: str,
+    d: int,
+    seq_lengths,
+    names,
+    warmup_ms: int,
+    rep_ms: int,
+    rounds: int = 4,
+    batch: int = 1,
+    device: torch.device = torch.device("cuda"),
 ) -> list[dict]:
     """Causal attention, batch 1: every implementation x pass at each sequence length, the
     implementations of a pass taking turns in ``rounds`` interleaved rounds (``in_turns``).
 
     Out-of-memory is a row; a backend that refuses the inputs is a skipped row with torch's reason.
-    peak_mem_gib is the allocator's peak during one launched pass.
+    peak_mem_gib is the allocator's peak during one launched pass. ``device`` is CUDA where it times
+    (do_bench's events); the tests pass a CPU with stand-in timers.
     """
-    device = torch.device("cuda")
     env = fingerprint(device)
     impls = implementations()
     reasons = {name: unavailable(name, dtype) for name in names}
