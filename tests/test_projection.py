@@ -92,7 +92,7 @@ def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_na
 
 def test_the_readmes_projection_table_and_totals_are_the_committed_projections():
     """Every row of the README's table is the two projections' row of that study, rounded as shown,
-    and the bold sentence states the totals."""
+    and the bold sentence states the totals, as the project's README does."""
     full, wide = (pd.read_csv(SLICE / f"projection{name}.csv").set_index("study") for name in ("", "-wide"))
     readme = " ".join((SLICE / "README.md").read_text().split())
     for study, row in full.iterrows():
@@ -111,6 +111,11 @@ def test_the_readmes_projection_table_and_totals_are_the_committed_projections()
         f"**Projected: {total['gpu_min']:.0f} GPU-minutes, and {total['wall_min']:.0f} minutes of wall time on four "
         f"GPUs**; with `wide.yaml`, {total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.0f}"
     ) in readme
+    project_readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.0f} minutes on 4 GPUs" in project_readme
+    assert (
+        f"({total_wide['gpu_min']:.0f} GPU-minutes, {total_wide['wall_min']:.0f} minutes on 4 GPUs)" in project_readme
+    )
 
 
 def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_path: Path):
@@ -170,3 +175,23 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     for job, row in others.iterrows():
         added = 12 * 5 if "/bf16-" in job else 12
         assert f" + {added} holds x " in row["source"] and "(head-d3fc0d3" in row["source"], job
+
+
+def test_the_jobs_measured_again_are_charged_and_tabled_as_their_files_say():
+    """Section 8's table: each job measured again is a row with its wall time and cost split, as its
+    benchmark and cost-split files say, and job_costs.csv charges it that wall time."""
+    readme = (SLICE / "README.md").read_text().splitlines()
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    measured = [
+        (run, tsv) for run in ("head-507f3e6", "head-7bc5294") for tsv in (SLICE / run).glob("benchmarks/**/*.tsv")
+    ]
+    assert len(measured) == 7
+    for run, tsv in measured:
+        relative = tsv.relative_to(SLICE / run / "benchmarks")
+        wall = pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+        assert costs.loc[f"benchmarks/{relative}", "wall_s"] == wall, relative
+        split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+        cells = [wall, *split[["start", "warmup", "capture", "settle", "timed", "other"]]]
+        label = " ".join(relative.with_suffix("").parts)  # e2e xl bf16-compiled, flash sweep fp32-d128
+        line = next((x for x in readme if x.startswith(f"| {label} | ")), "")
+        assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)

@@ -1,10 +1,10 @@
 """The last measured wall time of each full-grid job, from the reference slices' benchmark files and
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
-fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's
-jobs less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size
-as cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc, head-507f3e6),
-the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace their earlier costs, and the e2e jobs are charged the holds that taking
-turns added (head-d3fc0d3)."""
+fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's jobs
+less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size as
+cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc, head-507f3e6,
+head-7bc5294), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace
+their earlier costs, and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3)."""
 
 import re
 import sys
@@ -122,8 +122,9 @@ costs = pd.concat(
 
 # Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), the 4-rank DDP jobs
 # of ../ddp-ranks/ (292df6d, H200s), the flash and attention jobs of ../flash-sweep-rounds/
-# (118e653, H200s, the sweep in rounds) and two e2e jobs at 507f3e6 (head-507f3e6/, H200s, replays
-# in turns): these replace every earlier cost of the same job. The 2.7B ladder
+# (118e653, H200s, the sweep in rounds), two e2e jobs at 507f3e6 (head-507f3e6/, H200s, replays
+# in turns) and two flash sweep and three attention jobs at 7bc5294 (head-7bc5294/, H200s): these
+# replace every earlier cost of the same job. The 2.7B ladder
 # job at context 1024 was stopped by its call's limit after 540 s (snakemake-2.log): that is charged,
 # a lower bound.
 later = [
@@ -133,6 +134,7 @@ later = [
         (here.parent / "ddp-ranks/benchmarks", "ddp-ranks"),
         (here.parent / "flash-sweep-rounds/benchmarks", "flash-sweep-rounds"),
         (here / "head-507f3e6/benchmarks", "head-507f3e6"),
+        (here / "head-7bc5294/benchmarks", "head-7bc5294"),
     )
     for tsv in sorted(base.rglob("*.tsv"))
     if source != "ddp-ranks" or "-n4" in tsv.name  # its 2-rank job ran narrowed; memory-ddp's did not
