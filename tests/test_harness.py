@@ -296,3 +296,24 @@ def test_a_variant_whose_replays_break_the_weights_is_the_error_row(monkeypatch)
     naive, sdpa = run_benchmark(spec, modes=("train_step",), device=CPU)
     assert sdpa["status"] == "error" and sdpa["note"].endswith("in its replays")
     assert naive["status"] == "ok" and naive["graphed_turns"] == 2 and naive["graphed_median_ms"] > 0
+
+
+def test_the_collector_is_paused_in_the_warm_up_and_on_again_after_even_out_of_memory(monkeypatch):
+    """Warm-up steps run with Python's collector paused (no collection lands in their recorded time),
+    and it is on again after the point, also when a variant's warm-up ran out of memory."""
+    import gc
+
+    paused, warmup_step = [], harness.warmup_step
+
+    def recording(step, device):
+        paused.append(not gc.isenabled())
+        if len(paused) == 2:  # the second variant's first warm-up step
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+        return warmup_step(step, device)
+
+    monkeypatch.setattr(harness, "warmup_step", recording)
+    spec = BenchmarkSpec("nano", (8,), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
+    rows = {r["attention"]: r for r in run_benchmark(spec, modes=("forward",), device=CPU)}
+    assert paused == [True, True]
+    assert rows["naive"]["status"] == "ok" and rows["sdpa"]["status"] == "oom"
+    assert gc.isenabled()

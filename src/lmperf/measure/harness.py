@@ -102,6 +102,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         "matmul_precision": torch.get_float32_matmul_precision(),
     }
 
+    free_memory(device)  # a model an earlier call built (the batch study's last size) may sit in a cycle
     try:
         model = build_model(spec.size, max(spec.context_lengths), device, spec.attentions[0])
     except torch.OutOfMemoryError as error:
@@ -244,7 +245,7 @@ def paused_gc():
     """Python's garbage collector off for the block, as ``measure`` times: no collection lands in a
     warm-up step's recorded time. No full collection first: one walks every object, 0.16 s, and an
     e2e job made 48 with the launched steps' (notes/one-allocation.md); ``free_memory`` collects
-    after each point."""
+    before the model is built and after each point."""
     gc.disable()
     try:
         yield

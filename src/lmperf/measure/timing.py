@@ -148,8 +148,8 @@ def measure(
     processes share: data-parallel ranks must run the same number of steps, or a collective hangs.
     A step that runs out of memory is dropped, its Timings carrying the error. ``collect=False`` skips
     the full garbage collection before the warm-up (0.1-0.3 s once a model has compiled,
-    notes/one-allocation.md): a caller timing many short blocks in a row, whose collector is paused
-    while each is timed either way.
+    notes/one-allocation.md), for a caller that frees its memory itself: the collector is paused
+    while the steps are timed either way.
     """
     timings = {name: Timings() for name in steps}
     live = dict(steps)
