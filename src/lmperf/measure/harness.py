@@ -243,8 +243,8 @@ ALONE = "timed alone: interleaved with the other variants, one of them broke the
 @contextmanager
 def paused_gc():
     """Python's garbage collector off for the block, as ``measure`` times: no collection lands in a
-    warm-up step's recorded time. No full collection first: one walks every object, 0.16 s, and an
-    e2e job made 48 with the launched steps' (notes/one-allocation.md); ``free_memory`` collects
+    warm-up step's recorded time. No full collection first: each walks every object (0.16 s; with
+    the launched steps', an e2e job made 48, notes/one-allocation.md). ``free_memory`` collects
     before the model is built and after each point."""
     gc.disable()
     try:
