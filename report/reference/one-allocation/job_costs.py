@@ -2,7 +2,7 @@
 this slice's own runs, named as the pipeline names the job today (benchmarks/<study>/...tsv); the
 fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's jobs
 less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size as
-cuts/profile measured; then the jobs measured again after the cuts (head-8f96bdc, head-507f3e6,
+cuts/profile measured; then the jobs measured after the cuts (head-8f96bdc, head-507f3e6,
 head-7bc5294), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace
 their earlier costs, and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3)."""
 

@@ -102,7 +102,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         "matmul_precision": torch.get_float32_matmul_precision(),
     }
 
-    free_memory(device)  # a model an earlier call built (the batch study's last size) may sit in a cycle
+    free_memory(device)  # a model an earlier call built (the batch study's last batch size) may sit in a cycle
     try:
         model = build_model(spec.size, max(spec.context_lengths), device, spec.attentions[0])
     except torch.OutOfMemoryError as error:
