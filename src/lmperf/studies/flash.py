@@ -250,8 +250,7 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
         else:
             alone[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warmup_ms, rep_ms)
     with phase("timed"):
-        launched = {name: [timer()] for name, timer in alone.items()}
-    launched |= interleaved_medians(taking_turns, rounds)
+        launched = {name: [timer()] for name, timer in alone.items()} | interleaved_medians(taking_turns, rounds)
     if "ours_triton" in launched:
         columns["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
     pool, replays = graph_pool(q.device), {}
@@ -262,17 +261,17 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
             columns[name]["graph_note"] = str(reason)
     graphed = {}
     try:
+        in_rounds = {name: replays[name] for name in taking_turns if name in replays}
         with phase("timed"):
             for name in set(alone) & set(replays):
                 graphed[name] = [do_bench(replays[name], warmup=warmup_ms, rep=rep_ms, return_mode="median")]
-        in_rounds = {name: replays[name] for name in taking_turns if name in replays}
-        graphed |= interleaved_medians(
-            {
-                name: lambda r=r: do_bench(r, warmup=warm, rep=rep, return_mode="median")
-                for name, r in in_rounds.items()
-            },
-            rounds,
-        )
+            graphed |= interleaved_medians(
+                {
+                    name: lambda r=r: do_bench(r, warmup=warm, rep=rep, return_mode="median")
+                    for name, r in in_rounds.items()
+                },
+                rounds,
+            )
     except torch.OutOfMemoryError as error:  # do_bench's cache-flush buffer beside the graphs' pool
         graphed = {}
         for name in replays:
