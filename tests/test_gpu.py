@@ -213,3 +213,27 @@ def test_settled_graphed_rows_carry_the_clock_and_power_they_ran_at():
         assert row["status"] == "ok" and row["settle_seconds"] == 0.5, row
         assert row["graphed_gpu_samples"] > 0 and row["graphed_sm_clock_mhz"] > 0, row["graphed_gpu_note"]
         assert row["graphed_power_w"] > 0
+
+
+def test_tiled_pytorch_backward_stays_compiled_across_a_sweep():
+    """The sweep times the tiled PyTorch attention at seven lengths, its backward reached with a dense
+    gradient (backward) and a broadcast one (forward + backward): 14 compiled graphs. None may fall
+    back to eager at torch's recompile limit, and every gradient matches float64."""
+    from lmperf.attention import FlashAttentionPyTorch, naive_attention
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        for seq in (16, 32, 48, 64, 80, 96, 112):
+            q, k, v = (torch.randn(1, seq, 16, device=CUDA, requires_grad=True) for _ in range(3))
+            for dense in (True, False):
+                out = FlashAttentionPyTorch.apply(q, k, v, True)
+                if dense:
+                    out.backward(torch.ones_like(out))
+                else:
+                    out.sum().backward()
+                wide = [t.detach().double().requires_grad_() for t in (q, k, v)]
+                naive_attention(*wide, is_causal=True).sum().backward()
+                for got, want in zip((q.grad, k.grad, v.grad), wide, strict=True):
+                    torch.testing.assert_close(got.double(), want.grad, rtol=1e-4, atol=1e-5)
+                q.grad = k.grad = v.grad = None
+    torch._dynamo.reset()

@@ -80,11 +80,19 @@ _compiled_backward = None
 
 
 def _backward(*args):
-    """The recomputation backward, under torch.compile on CUDA (fused elementwise work); eager on CPU."""
+    """The recomputation backward, under torch.compile on CUDA (fused elementwise work); eager on CPU.
+
+    Compiled per shape (``dynamic=False``), and per layout of dO: dense from ``out.backward(g)``,
+    broadcast from ``out.sum().backward()``. A sweep of seven lengths is 14 graphs; past torch's
+    recompile limit (8) Dynamo would run the rest uncompiled without an error, so the limit is raised.
+    """
     global _compiled_backward
     if args[0].device.type != "cuda":
         return recompute_backward(*args)
     if _compiled_backward is None:
+        for name in ("cache_size_limit", "recompile_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
         _compiled_backward = torch.compile(recompute_backward, dynamic=False)
     return _compiled_backward(*args)
 

@@ -28,6 +28,7 @@ forward, triton backward'), elsewhere it runs the Triton kernels ('triton').
 
 import argparse
 import logging
+import timeit
 
 import torch
 import torch._functorch.config
@@ -236,6 +237,7 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
     forget_kernels()
     for name, attention in impls.items():
         torch.cuda.reset_peak_memory_stats(q.device)
+        begun = timeit.default_timer()
         try:
             with phase("warmup"):  # the first call compiles and autotunes
                 trial_ms = time_pass(attention, q, k, v, causal, pass_, 1, 1)
@@ -244,6 +246,9 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
             continue
         finally:
             q.grad = k.grad = v.grad = None
+        # where a target's warm-up goes: compile and autotune, or the calls themselves (about eight)
+        took = timeit.default_timer() - begun
+        log.info(f"trial {name:>15} {pass_:>16} seq {seq:>6}: {took:6.2f} s, {trial_ms:.3f} ms a call")
         columns[name] = {"peak_mem_gib": torch.cuda.max_memory_allocated(q.device) / 2**30}
         if trial_ms <= rep:
             taking_turns[name] = lambda a=attention: time_pass(a, q, k, v, causal, pass_, warm, rep)
