@@ -264,7 +264,7 @@ def nsys_on_cpu(monkeypatch):
 
     monkeypatch.setattr(profile.torch.cuda.nvtx, "range", point)
     monkeypatch.setattr(profile.nsys, "executable", lambda: "nsys")
-    monkeypatch.setattr(profile.nsys, "profile_command", lambda nsys_path, report, command: [str(report), *command])
+    monkeypatch.setattr(profile.nsys, "profile_command", lambda nsys_path, report, command, _: [str(report), *command])
     monkeypatch.setattr(profile.nsys, "read_report", report)
     monkeypatch.setattr(profile.subprocess, "run", run)
     return windows
@@ -323,3 +323,14 @@ def test_a_point_named_twice_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         profile.main(["--size", "nano", "--context-lengths", "32,32", "--modes", "forward", "--out", "x.csv"])
     assert "argument --context-lengths: 32 named twice in '32,32'" in capsys.readouterr().err
+
+
+def test_nsys_adds_operator_ranges_only_when_asked(monkeypatch):
+    """Per-operator ranges (autograd-nvtx) are for reading a report in the GUI; the tables cut at
+    lmperf's own ranges, so the pipeline's reports go without them unless asked."""
+    monkeypatch.setattr(profile.nsys, "supports_autograd_nvtx", lambda nsys_path: True)
+    plain = profile.nsys.profile_command("nsys", Path("r.nsys-rep"), ["python"])
+    asked = profile.nsys.profile_command("nsys", Path("r.nsys-rep"), ["python"], operator_ranges=True)
+    assert "--pytorch=autograd-nvtx" not in plain
+    assert "--pytorch=autograd-nvtx" in asked
+    assert plain[-1] == asked[-1] == "python"

@@ -32,8 +32,13 @@ def supports_autograd_nvtx(nsys: str) -> bool:
     return "autograd-nvtx" in help_text
 
 
-def profile_command(nsys: str, report: Path, command: list[str]) -> list[str]:
-    """``nsys profile`` tracing CUDA and NVTX only (no CPU sampling, no context switches)."""
+def profile_command(nsys: str, report: Path, command: list[str], operator_ranges: bool = False) -> list[str]:
+    """``nsys profile`` tracing CUDA and NVTX only (no CPU sampling, no context switches).
+
+    ``operator_ranges`` adds a range per PyTorch operator (``--pytorch=autograd-nvtx``, where this
+    nsys has it), for reading the report in the Nsight GUI. The kernel tables do not use them (they are
+    cut at lmperf's named ranges), and they make the report slower to write.
+    """
     options = [
         "--trace=cuda,nvtx",
         "--sample=none",
@@ -41,7 +46,7 @@ def profile_command(nsys: str, report: Path, command: list[str]) -> list[str]:
         "--force-overwrite=true",
         f"--output={report.with_suffix('')}",
     ]
-    if supports_autograd_nvtx(nsys):
+    if operator_ranges and supports_autograd_nvtx(nsys):
         options.append("--pytorch=autograd-nvtx")
     return [nsys, "profile", *options, *command]
 

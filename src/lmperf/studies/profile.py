@@ -139,7 +139,7 @@ def with_nsys(args, device: torch.device, out: Path, nsys_path: str) -> dict[str
             *("--out", str(out), "--capture-json", str(captured)),
         ]
         with phase("profile"):
-            code = subprocess.run(nsys.profile_command(nsys_path, report, child)).returncode
+            code = subprocess.run(nsys.profile_command(nsys_path, report, child, args.operator_ranges)).returncode
         results = json.loads(captured.read_text()) if captured.exists() else {}
     if not report.exists():
         raise RuntimeError(f"nsys wrote no report at {report} (the profiled process exited with code {code})")
@@ -268,6 +268,12 @@ def main(argv=None) -> None:
     p.add_argument("--measured-steps", type=int, default=10)
     p.add_argument("--device", default="auto")
     p.add_argument("--profiler", choices=PROFILERS, default="auto")
+    p.add_argument(
+        "--operator-ranges",
+        action="store_true",
+        help="nsys: a range per PyTorch operator in the report (--pytorch=autograd-nvtx), for the Nsight GUI; "
+        "the tables do not need them",
+    )
     p.add_argument("--capture-json", help=argparse.SUPPRESS)  # set by the nsys path for its child
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
