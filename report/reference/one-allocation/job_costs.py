@@ -3,8 +3,9 @@ this slice's own runs, named as the pipeline names the job today (benchmarks/<st
 fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the timed ladder's jobs
 less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size as
 cuts/profile measured; then the jobs measured after the cuts (head-8f96bdc, head-507f3e6,
-head-7bc5294), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds replace
-their earlier costs, and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3)."""
+head-7bc5294, head-5cda776), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds
+replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges, and the e2e jobs are
+charged the holds that taking turns added (head-d3fc0d3)."""
 
 import re
 import sys
@@ -123,7 +124,8 @@ costs = pd.concat(
 # Jobs measured again after the cuts, at 8f96bdc on one H200 (head-8f96bdc/), the 4-rank DDP jobs
 # of ../ddp-ranks/ (292df6d, H200s), the flash and attention jobs of ../flash-sweep-rounds/
 # (118e653, H200s, the sweep in rounds), two e2e jobs at 507f3e6 (head-507f3e6/, H200s, replays
-# in turns) and two flash sweep and three attention jobs at 7bc5294 (head-7bc5294/, H200s): these
+# in turns), two flash sweep and three attention jobs at 7bc5294 (head-7bc5294/, H200s) and four flash
+# sweep, two attention, one precision and two profile jobs at 5cda776 (head-5cda776/, H200s): these
 # replace every earlier cost of the same job. The 2.7B ladder job at context 1024 was stopped by its
 # call's limit after 540 s (snakemake-2.log): that is charged, a lower bound.
 later = [
@@ -134,6 +136,7 @@ later = [
         (here.parent / "flash-sweep-rounds/benchmarks", "flash-sweep-rounds"),
         (here / "head-507f3e6/benchmarks", "head-507f3e6"),
         (here / "head-7bc5294/benchmarks", "head-7bc5294"),
+        (here / "head-5cda776/benchmarks", "head-5cda776"),
     )
     for tsv in sorted(base.rglob("*.tsv"))
     if source != "ddp-ranks" or "-n4" in tsv.name  # its 2-rank job ran narrowed; memory-ddp's did not
@@ -146,6 +149,22 @@ later.append(
     }
 )
 costs = pd.concat([costs, pd.DataFrame(later)], ignore_index=True).drop_duplicates("job", keep="last")
+
+
+# The cut of cuts/ranges: nsys without a range per PyTorch operator. The large job was run both ways
+# by hand, one after the other (/usr/bin/time in each side's time.txt): it is charged as measured
+# without, and every other profile job its last cost times the without / with ratio. An estimate,
+# named in `source`.
+def timed_wall(side: str) -> float:
+    return float((here / "cuts/ranges" / side / "time.txt").read_text().split()[0])
+
+
+ranges_cut = timed_wall("without") / timed_wall("with")
+profile = costs["job"].str.match(r"benchmarks/profile/")
+costs.loc[profile, "wall_s"] *= ranges_cut
+costs.loc[profile, "source"] += f" x {ranges_cut:.3f} (cuts/ranges)"
+large = costs["job"] == "benchmarks/profile/large.tsv"
+costs.loc[large, ["wall_s", "source"]] = timed_wall("without"), "cuts/ranges"
 
 
 # Since d3fc0d3 e2e's attention variants are replayed in turns of held blocks (e2e-power/): a point
