@@ -195,3 +195,38 @@ def test_the_jobs_measured_again_are_charged_and_tabled_as_their_files_say():
         label = " ".join(relative.with_suffix("").parts)  # e2e xl bf16-compiled, flash sweep fp32-d128
         line = next((x for x in readme if x.startswith(f"| {label} | ")), "")
         assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)
+
+
+def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_say():
+    """Section 9's table is each job's benchmark and cost-split files (``other`` with ``build`` and
+    ``write``); job_costs.csv charges the jobs measured at 5cda776 their wall time, except the profile
+    jobs: large as cuts/ranges measured it without per-operator ranges, xl and 2.7B as measured after
+    that cut, and the others their last cost times the cut's without / with ratio, the README's."""
+    readme = (SLICE / "README.md").read_text()
+    lines = readme.splitlines()
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    run = SLICE / "head-5cda776"
+    tsvs = sorted(run.glob("benchmarks/**/*.tsv"))
+    assert len(tsvs) == 9
+    for tsv in tsvs:
+        relative = tsv.relative_to(run / "benchmarks")
+        wall = pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+        split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+        other = split[["build", "write", "other"]].sum()
+        cells = [wall, *split[["start", "warmup", "capture", "timed", "profile"]], other]
+        label = " ".join(relative.with_suffix("").parts)
+        line = next((x for x in lines if x.startswith(f"| {label} | ")), "")
+        assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)
+        if relative.parts[0] != "profile":
+            assert costs.loc[f"benchmarks/{relative}", "wall_s"] == wall, relative
+    walls = {
+        side: float((SLICE / "cuts/ranges" / side / "time.txt").read_text().split()[0]) for side in ("with", "without")
+    }
+    ratio = walls["without"] / walls["with"]
+    assert f"({ratio:.3f})" in " ".join(readme.split())
+    assert costs.loc["benchmarks/profile/large.tsv", "wall_s"] == walls["without"]
+    for size in ("xl", "2.7B"):
+        after = pd.read_csv(SLICE / f"head-dd2cc4a/benchmarks/profile/{size}.tsv", sep="\t")["s"].iloc[-1]
+        assert costs.loc[f"benchmarks/profile/{size}.tsv", "wall_s"] == after
+    for size in ("small", "medium"):
+        assert costs.loc[f"benchmarks/profile/{size}.tsv", "source"].endswith(f"x {ratio:.3f} (cuts/ranges)")

@@ -4,8 +4,8 @@ fp32 e2e jobs scaled by the cut measured in cuts/e2e, the flash sweep's and the 
 less what the cut of cuts/gc saved, and the profile's per-point jobs joined into one per size as
 cuts/profile measured; then the jobs measured after the cuts (head-8f96bdc, head-507f3e6,
 head-7bc5294, head-5cda776), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds
-replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges, and the e2e jobs are
-charged the holds that taking turns added (head-d3fc0d3)."""
+replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges or measured after it
+(head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3)."""
 
 import re
 import sys
@@ -165,6 +165,11 @@ costs.loc[profile, "wall_s"] *= ranges_cut
 costs.loc[profile, "source"] += f" x {ranges_cut:.3f} (cuts/ranges)"
 large = costs["job"] == "benchmarks/profile/large.tsv"
 costs.loc[large, ["wall_s", "source"]] = timed_wall("without"), "cuts/ranges"
+# The profile jobs at xl and 2.7B measured after that cut, at dd2cc4a through the pipeline (head-dd2cc4a/,
+# two H200s): charged as measured.
+for tsv in sorted((here / "head-dd2cc4a/benchmarks").rglob("*.tsv")):
+    job = costs["job"] == "benchmarks/" + str(tsv.relative_to(here / "head-dd2cc4a/benchmarks"))
+    costs.loc[job, ["wall_s", "source"]] = wall(tsv), "head-dd2cc4a"
 
 
 # Since d3fc0d3 e2e's attention variants are replayed in turns of held blocks (e2e-power/): a point
