@@ -71,7 +71,7 @@ def ranges():
     in_range = kernels["with_ms"].groupby(level=[0, 1, 2]).transform("sum")
     big = kernels[kernels["with_ms"] > 0.01 * in_range]
     timing = {side: pd.read_csv(path / "large-timing.csv").set_index(point_) for side, path in rows.items()}
-    columns = ["step_ms", "profiled_step_ms", "kernel_forward_ms"]
+    columns = ["step_ms", "profiled_step_ms", "kernel_forward_ms", "profiler_forward_ms"]
     steps = timing["with"][columns].join(timing["without"][columns], lsuffix="_with", rsuffix="_without")
     same = (by_range["instances"] == by_range["instances_without"]).sum()
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
