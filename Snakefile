@@ -15,6 +15,7 @@ from snakemake.utils import min_version
 
 sys.path.insert(0, os.path.abspath("src"))  # lmperf.registry and lmperf.grid import no torch: the DAG builds fast
 from lmperf.registry import STUDIES, rule_resources, validate_config
+from lmperf.report.projection import priorities
 
 min_version("8.20")
 
@@ -56,3 +57,14 @@ rule all:
 # Every rule but the studies' measuring ones (lmperf.registry, which gives a cluster what their jobs
 # ask for) runs on the host that runs Snakemake: joining, aggregating, drawing, rendering.
 workflow.localrules(*(rule.name for rule in workflow.rules if rule.name not in rule_resources()))
+
+
+# Longest job first, the order the projected wall time assumes: each measuring job's priority is its
+# projected seconds, from the reference's measured costs and, where an earlier run left it, this run's
+# own (results/cost.csv), so that a short job never holds the GPU the longest one is waiting for.
+PRIORITIES = priorities(BENCHMARK_GPUS, ["report/reference/one-allocation/job_costs.csv", "results/cost.csv"])
+for measuring in workflow.rules:
+    if measuring.name in rule_resources() and measuring.benchmark:
+        measuring.priority = lambda wildcards, benchmark=measuring.benchmark: PRIORITIES.get(
+            str(benchmark.apply_wildcards(wildcards)), 0
+        )

@@ -96,13 +96,13 @@ def dry_run(workdir, *args) -> dict[str, int]:
 
 
 def dry_run_jobs(workdir, *args) -> list[dict]:
-    """Every job of a dry run (`-n -p`), as {rule, input, output, benchmark, reason, resources, shell}; [] when
-    nothing is to be done."""
+    """Every job of a dry run (`-n -p`), as {rule, input, output, benchmark, reason, resources, priority, shell};
+    [] when nothing is to be done."""
     proc = snakemake(workdir, "-n", "-p", "report/final.md", "--nolock", *args)
     jobs = []
     for block in re.split(r"^(?:local)?rule (?=\w+:$)", proc.stdout + proc.stderr, flags=re.M)[1:]:
         job = {"rule": block.split(":", 1)[0]}
-        for key in ("input", "output", "benchmark", "reason", "resources"):
+        for key in ("input", "output", "benchmark", "reason", "resources", "priority"):
             found = re.search(rf"^    {key}: (.*)$", block, flags=re.M)
             job[key] = found.group(1) if found else ""
         shell = re.search(r"^Shell command: (.*)$", block, flags=re.M)

@@ -1,13 +1,17 @@
 """What a grid will cost before it runs (lmperf.report.projection): each job charged its measured cost
 or its study's median, scheduled onto N GPUs; and the committed projection recomputed from its files."""
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import ROOT, copy_pipeline, snakemake
-from lmperf.report.projection import job_list, kind, makespan, project, summary
+from conftest import ROOT, copy_pipeline, dry_run_jobs, snakemake
+from lmperf.report.projection import job_list, kind, makespan, priorities, project, summary
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
 
@@ -49,6 +53,43 @@ def test_a_cost_measured_on_a_cpu_is_not_a_gpu_cost():
     assert (
         projected.loc["benchmarks/e2e/a.tsv", "wall_s"] == 90.0 and projected.loc["benchmarks/e2e/a.tsv", "estimated"]
     )
+
+
+def test_priorities_put_the_longest_jobs_first_from_the_cost_files_that_exist(tmp_path):
+    """A run's priorities are the projected seconds: measured, else the kind's median; a later cost
+    file wins; a missing file is passed over; with no file, or a study none of them costs, no order."""
+    grid = {"benchmarks/e2e/a.tsv": 1, "benchmarks/e2e/b.tsv": 1, "benchmarks/ddp/n2.tsv": 2}
+    reference, own = tmp_path / "reference.csv", tmp_path / "cost.csv"
+    pd.DataFrame({"job": list(grid)[:2] + ["benchmarks/ddp/n2.tsv"], "wall_s": [60.4, 180.0, 30.0]}).to_csv(
+        reference, index=False
+    )
+    pd.DataFrame({"job": ["benchmarks/e2e/a.tsv"], "wall_s": [300.0]}).to_csv(own, index=False)
+    assert priorities(grid, [str(reference), str(tmp_path / "absent.csv")]) == {
+        "benchmarks/e2e/a.tsv": 60,
+        "benchmarks/e2e/b.tsv": 180,
+        "benchmarks/ddp/n2.tsv": 30,
+    }
+    assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 300  # the run's own cost
+    assert priorities({**grid, "benchmarks/e2e/c.tsv": 1}, [str(reference)])["benchmarks/e2e/c.tsv"] == 120
+    assert priorities(grid, [str(tmp_path / "absent.csv")]) == {}
+    assert priorities({**grid, "benchmarks/ladder/x.tsv": 1}, [str(reference)]) == {}  # no ladder cost: no order
+
+
+def test_the_pipeline_starts_the_longest_job_first_and_imports_no_torch_to_order_it(tmp_path):
+    """In a dry run of the full grid each measuring job carries its projected seconds as its priority
+    (from the reference's costs), the longest job the highest; the projection, which the Snakefile
+    imports to order the jobs, imports no torch, so the DAG still builds fast."""
+    workdir = copy_pipeline(tmp_path)
+    (workdir / "report/reference/one-allocation").mkdir(parents=True)
+    shutil.copy2(SLICE / "job_costs.csv", workdir / "report/reference/one-allocation/job_costs.csv")
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")["wall_s"]
+    ran = dry_run_jobs(workdir, "--config", "grid=full", "device=cuda")
+    measured = {job["benchmark"]: int(job["priority"] or 0) for job in ran if job["benchmark"] in costs.index}
+    assert len(measured) > 100
+    assert all(priority == round(costs[job]) for job, priority in measured.items())
+    assert max(measured, key=measured.get) == costs.idxmax()
+    check = "import sys, lmperf.report.projection; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
 
 
 def test_a_study_with_no_measured_job_is_refused_by_name():

@@ -31,6 +31,7 @@ from lmperf.measure.env import git_commit
 from lmperf.measure.phases import PHASES
 from lmperf.measure.rows import write_csv_atomic
 from lmperf.report.markdown import num, table
+from lmperf.report.projection import study_of
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,6 @@ def result_of(benchmark: str) -> Path:
     parts = Path(benchmark).parts
     at = parts.index("benchmarks")
     return Path(*parts[:at], "results", *parts[at + 1 :]).with_suffix(".csv")
-
-
-def study_of(benchmark: str) -> str:
-    """The study a job belongs to: its folder under benchmarks/ (benchmarks/e2e/small/x.tsv -> e2e)."""
-    parts = Path(benchmark).parts
-    return parts[parts.index("benchmarks") + 1]
 
 
 def device_type(result: Path) -> str:

@@ -17,22 +17,29 @@ GPU-minutes are wall time × GPUs held. A job that needs more GPUs than the mach
 skipped row at once, and is charged nothing. The wall time on N GPUs is an estimate: the makespan of
 a greedy schedule, longest job first, each job starting as soon as it has its GPUs. It leaves out
 the CPU-only jobs (aggregates, figures, the report), which run beside the measuring ones, and the
-few measuring jobs that wait for another (a ladder point's checks for its timed turns), and
-Snakemake, which picks the next job by its own order, not by length, can do worse.
+few measuring jobs that wait for another (a ladder point's checks for its timed turns). The
+pipeline gives each measuring job its projected seconds as its Snakemake priority (``priorities``), so
+a run starts its longest jobs first too; Snakemake's scheduler still weighs other things (cores, the
+jobs a finished one makes ready), so a run can do worse.
 """
 
 import argparse
 import heapq
 import logging
 import re
+from pathlib import Path
 
 import pandas as pd
 
 from lmperf.log import to_stderr
-from lmperf.measure.rows import write_csv_atomic
-from lmperf.report.cost import study_of
 
 log = logging.getLogger(__name__)
+
+
+def study_of(benchmark: str) -> str:
+    """The study a job belongs to: its folder under benchmarks/ (benchmarks/e2e/small/x.tsv -> e2e)."""
+    parts = Path(benchmark).parts
+    return parts[parts.index("benchmarks") + 1]
 
 
 def job_list(benchmarks: list[str], gpus: list[int]) -> pd.DataFrame:
@@ -64,6 +71,24 @@ def project(jobs: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     for key in ("kind", "study"):
         out["wall_s"] = out["wall_s"].fillna(out[key].map(out.groupby(key)["wall_s"].median()))
     return out.drop(columns="kind")
+
+
+def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[str, int]:
+    """Each measuring job's Snakemake priority: its projected wall time in whole seconds (``project``),
+    so that a run starts its longest jobs first, the order the projected wall time assumes. The costs
+    are those of ``cost_files`` that exist, the later winning. With none, or none for some study of
+    the grid, there is nothing to order by: every job keeps priority 0 and Snakemake its own order.
+
+    The Snakefile calls this as it builds the DAG, so this module imports no torch."""
+    found = [pd.read_csv(path) for path in cost_files if Path(path).exists()]
+    if not found:
+        return {}
+    try:
+        projected = project(job_list(list(benchmark_gpus), list(benchmark_gpus.values())), pd.concat(found))
+    except ValueError as error:
+        log.warning(f"jobs not ordered longest first: {error}")
+        return {}
+    return dict(zip(projected["job"], projected["wall_s"].round().astype(int), strict=True))
 
 
 def makespan(walls: list[float], gpus: list[int], n_gpus: int) -> float:
@@ -125,6 +150,8 @@ def main(argv=None) -> None:
     projecting.add_argument("--gpus", type=int, required=True, help="GPUs of the machine to project onto")
     projecting.add_argument("--out", required=True, help="the per-study table, and the total with its wall time")
     args = p.parse_args(argv)
+    from lmperf.measure.rows import write_csv_atomic  # here, not above: importing lmperf.measure imports torch
+
     if args.command == "jobs":
         write_csv_atomic(job_list(args.benchmarks, [int(g) for g in args.gpus.split(",")]), args.out)
         return
