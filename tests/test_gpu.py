@@ -216,9 +216,10 @@ def test_settled_graphed_rows_carry_the_clock_and_power_they_ran_at():
 
 
 def test_tiled_pytorch_backward_stays_compiled_across_a_sweep():
-    """The sweep times the tiled PyTorch attention at seven lengths, its backward reached with a dense
-    gradient (backward) and a broadcast one (forward + backward): 14 compiled graphs. None may fall
-    back to eager at torch's recompile limit, and every gradient matches float64."""
+    """The sweep times the tiled PyTorch attention at six lengths, its backward reached with a dense
+    gradient (backward) and a broadcast one (forward + backward): 12 compiled graphs; here seven
+    lengths, 14. None may fall back to eager at torch's recompile limit (8), and every gradient
+    matches float64."""
     from lmperf.attention import FlashAttentionPyTorch, naive_attention
 
     torch._dynamo.reset()

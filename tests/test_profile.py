@@ -334,3 +334,22 @@ def test_nsys_adds_operator_ranges_only_when_asked(monkeypatch):
     assert "--pytorch=autograd-nvtx" not in plain
     assert "--pytorch=autograd-nvtx" in asked
     assert plain[-1] == asked[-1] == "python"
+
+
+@pytest.mark.parametrize("flag", [[], ["--operator-ranges"]])
+def test_the_study_asks_nsys_for_operator_ranges_only_with_its_flag(tmp_path, monkeypatch, flag):
+    asked = []
+
+    class Asked(Exception):
+        pass
+
+    def profile_command(nsys_path, report, command, operator_ranges):
+        asked.append(operator_ranges)
+        raise Asked
+
+    monkeypatch.setattr(profile.nsys, "executable", lambda: "nsys")
+    monkeypatch.setattr(profile.nsys, "profile_command", profile_command)
+    argv = ["--size", "nano", "--context-lengths", "32", "--modes", "forward", "--profiler", "nsys", "--device", "cpu"]
+    with pytest.raises(Asked):
+        profile.main([*argv, *flag, "--out", str(tmp_path / "nano.csv")])
+    assert asked == [bool(flag)]

@@ -271,3 +271,24 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
         assert costs.loc[f"benchmarks/profile/{size}.tsv", "wall_s"] == after
     for size in ("small", "medium"):
         assert costs.loc[f"benchmarks/profile/{size}.tsv", "source"].endswith(f"x {ratio:.3f} (cuts/ranges)")
+    text = " ".join(readme.split())
+    phase = {
+        side: pd.read_csv(SLICE / "cuts/ranges" / side / "benchmarks/profile/large.cost.csv").set_index("phase")
+        for side in ("with", "without")
+    }
+    assert (
+        f"**The job: {walls['with']:.1f} s with, {walls['without']:.1f} s without** ({ratio:.3f}), the `profile` "
+        f"phase (nsys, writing its report, and `nsys stats`) {phase['with'].loc['profile', 'seconds']:.1f} s against "
+        f"{phase['without'].loc['profile', 'seconds']:.1f}"
+    ) in text
+    before, after = (
+        pd.read_csv(SLICE / run / "benchmarks/profile/2.7B.tsv", sep="\t")["s"].iloc[-1]
+        for run in ("head-5cda776", "head-dd2cc4a")
+    )
+    xl = costs.loc["benchmarks/profile/xl.tsv", "wall_s"]
+    assert (
+        f"**xl {xl:.1f} s, 2.7B {after:.1f} s** ({before:.1f} with the ranges at `5cda776`, {after / before:.3f};"
+        in text
+    )
+    scaled = costs.loc[["benchmarks/profile/small.tsv", "benchmarks/profile/medium.tsv"], "wall_s"].sum() / 60
+    assert f"operator-ranges cut's ratio ({scaled:.1f};" in text

@@ -55,7 +55,7 @@ def main():
 
 
 def ranges():
-    rows = {side: Path(__file__).parent / f"cuts/ranges/{side}/results/profile" for side in ("without", "with")}
+    rows = {side: Path(__file__).parent / f"cuts/ranges/{side}/rows/profile" for side in ("without", "with")}
     point_ = ["context_length", "mode"]
     tables = {side: pd.read_csv(path / "large.csv") for side, path in rows.items()}
     by_range = (
@@ -87,4 +87,6 @@ def ranges():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] not in ([], ["ranges"]):
+        sys.exit(f"usage: python compare_profile.py [ranges]; got {' '.join(sys.argv[1:])}")
     ranges() if sys.argv[1:] == ["ranges"] else main()

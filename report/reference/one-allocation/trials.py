@@ -1,5 +1,5 @@
 """Where a flash sweep target's warm-up goes: the seconds of each implementation's trial passes (its
-first calls at each length and pass: compile, autotune and about eight calls), summed from the
+first calls at each length and pass: compile, autotune and at least eight calls), summed from the
 `trial ...` lines its log has carried since 5cda776; and the three longest trials.
 
     python trials.py head-5cda776/logs/flash/sweep/*.log    (in this folder)

@@ -83,8 +83,10 @@ def _backward(*args):
     """The recomputation backward, under torch.compile on CUDA (fused elementwise work); eager on CPU.
 
     Compiled per shape (``dynamic=False``), and per layout of dO: dense from ``out.backward(g)``,
-    broadcast from ``out.sum().backward()``. A sweep of seven lengths is 14 graphs; past torch's
-    recompile limit (8) Dynamo would run the rest uncompiled without an error, so the limit is raised.
+    broadcast from ``out.sum().backward()``. The flash sweep runs it at six lengths (128-4096), 12
+    graphs; past torch's recompile limit (8) Dynamo would run the rest uncompiled without an error, so
+    the first CUDA backward raises the limit to 64, for every compiled function of the process (as
+    ``lmperf.training.compile_blocks`` does).
     """
     global _compiled_backward
     if args[0].device.type != "cuda":

@@ -246,7 +246,7 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
             continue
         finally:
             q.grad = k.grad = v.grad = None
-        # where a target's warm-up goes: compile and autotune, or the calls themselves (about eight)
+        # where a target's warm-up goes: compile and autotune, or the calls themselves (at least eight)
         took = timeit.default_timer() - begun
         log.info(f"trial {name:>15} {pass_:>16} seq {seq:>6}: {took:6.2f} s, {trial_ms:.3f} ms a call")
         columns[name] = {"peak_mem_gib": torch.cuda.max_memory_allocated(q.device) / 2**30}
