@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.abspath("src"))  # lmperf.registry and lmperf.grid im
 from lmperf.registry import STUDIES, rule_resources, validate_config
 from lmperf.report.projection import priorities
 
-min_version("8.20")
+min_version("9.17")  # a rule priority given as a function (longest job first, below)
 
 
 configfile: "config.yaml"
@@ -61,7 +61,7 @@ workflow.localrules(*(rule.name for rule in workflow.rules if rule.name not in r
 
 # Longest job first, the order the projected wall time assumes: each measuring job's priority is its
 # projected seconds, from the reference's measured costs and, where an earlier run left it, this run's
-# own (results/cost.csv), so that a short job never holds the GPU the longest one is waiting for.
+# own (results/cost.csv), so that of the jobs ready to run the longest start first.
 PRIORITIES = priorities(BENCHMARK_GPUS, ["report/reference/one-allocation/job_costs.csv", "results/cost.csv"])
 for measuring in workflow.rules:
     if measuring.name in rule_resources() and measuring.benchmark:

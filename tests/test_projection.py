@@ -72,6 +72,9 @@ def test_priorities_put_the_longest_jobs_first_from_the_cost_files_that_exist(tm
     assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 300  # the run's own cost
     assert priorities({**grid, "benchmarks/e2e/c.tsv": 1}, [str(reference)])["benchmarks/e2e/c.tsv"] == 120
     assert priorities(grid, [str(tmp_path / "absent.csv")]) == {}
+    for broken in ("", "job,seconds\nbenchmarks/e2e/a.tsv,1\n", "job,wall_s\nbenchmarks/e2e/a.tsv,fast\n"):
+        own.write_text(broken)  # empty, no wall_s column, not a number: passed over, the reference's costs hold
+        assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 60
     assert priorities({**grid, "benchmarks/ladder/x.tsv": 1}, [str(reference)]) == {}  # no ladder cost: no order
 
 

@@ -76,17 +76,23 @@ def project(jobs: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
 def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[str, int]:
     """Each measuring job's Snakemake priority: its projected wall time in whole seconds (``project``),
     so that a run starts its longest jobs first, the order the projected wall time assumes. The costs
-    are those of ``cost_files`` that exist, the later winning. With none, or none for some study of
+    are those of ``cost_files`` that exist, the later winning; one that is not a cost table (empty, no
+    ``job`` or ``wall_s`` column) is passed over with a warning. With none, or none for some study of
     the grid, there is nothing to order by: every job keeps priority 0 and Snakemake its own order.
 
     The Snakefile calls this as it builds the DAG, so this module imports no torch."""
-    found = [pd.read_csv(path) for path in cost_files if Path(path).exists()]
+    found = []
+    for path in filter(lambda path: Path(path).exists(), cost_files):
+        try:
+            found.append(pd.read_csv(path).astype({"job": str, "wall_s": float}))
+        except (OSError, ValueError, KeyError) as error:  # empty, no job or wall_s column, not numbers
+            log.warning(f"{path} passed over, not a cost table: {error}")
     if not found:
         return {}
     try:
         projected = project(job_list(list(benchmark_gpus), list(benchmark_gpus.values())), pd.concat(found))
     except ValueError as error:
-        log.warning(f"jobs not ordered longest first: {error}")
+        log.info(f"jobs not ordered longest first: {error}")
         return {}
     return dict(zip(projected["job"], projected["wall_s"].round().astype(int), strict=True))
 
