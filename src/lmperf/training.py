@@ -16,6 +16,7 @@ from lmperf.attention import get_attention
 from lmperf.measure.phases import phase
 from lmperf.model import TransformerLM, cross_entropy, model_config
 from lmperf.ranges import profiled_range
+from lmperf.recompiles import allow_recompiles
 
 PRECISIONS, MODES = grid.PRECISIONS, grid.MODES
 
@@ -67,9 +68,7 @@ def compile_blocks(model: torch.nn.Module) -> None:
     Shapes are static (dynamic=False): each context length gets its own specialized kernels; each
     attention variant and grad mode its own graph, hence the raised recompile limits.
     """
-    for name in ("cache_size_limit", "recompile_limit"):
-        if hasattr(torch._dynamo.config, name):
-            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
+    allow_recompiles()
     for block in model.layers:
         block.compile(dynamic=False)
 

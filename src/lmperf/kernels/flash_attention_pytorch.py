@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from lmperf.recompiles import allow_recompiles
+
 TILE = 64  # queries and keys per tile (the handout asks for at least 16 x 16)
 
 
@@ -85,16 +87,14 @@ def _backward(*args):
     Compiled per shape (``dynamic=False``), and per layout of dO: dense from ``out.backward(g)``,
     broadcast from ``out.sum().backward()``. The flash sweep runs it at six lengths (128-4096), 12
     graphs; past torch's recompile limit (8) Dynamo would run the rest uncompiled without an error, so
-    the first CUDA backward raises the limit to 64, for every compiled function of the process (as
-    ``lmperf.training.compile_blocks`` does).
+    the first CUDA backward raises the limit (``lmperf.recompiles``), for every compiled function of
+    the process, as ``lmperf.training.compile_blocks`` does.
     """
     global _compiled_backward
     if args[0].device.type != "cuda":
         return recompute_backward(*args)
     if _compiled_backward is None:
-        for name in ("cache_size_limit", "recompile_limit"):
-            if hasattr(torch._dynamo.config, name):
-                setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
+        allow_recompiles()
         _compiled_backward = torch.compile(recompute_backward, dynamic=False)
     return _compiled_backward(*args)
 

@@ -1,0 +1,17 @@
+"""torch.compile's recompile limit, raised where one function is compiled for many inputs.
+
+With ``dynamic=False`` Dynamo compiles a function again for each new shape, grad mode or input
+layout it meets, and past ``recompile_limit`` (8 by default) runs it uncompiled, with a warning and
+no error: timings would then mix compiled and eager code under one label. The model's compiled
+blocks (every context, attention variant and mode) and the tiled attention's compiled backward
+(every sweep length, two gradient layouts) meet more than 8 in one process.
+"""
+
+import torch
+
+
+def allow_recompiles(limit: int = 64) -> None:
+    """Raise Dynamo's recompile limit, for the whole process, to at least ``limit`` (never lower it)."""
+    for name in ("cache_size_limit", "recompile_limit"):  # the older name, and the one torch 2.6 added
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), limit))
