@@ -16,6 +16,11 @@ from lmperf.report.projection import job_list, kind, makespan, priorities, proje
 SLICE = ROOT / "report" / "reference" / "one-allocation"
 
 
+def benchmark_wall(tsv) -> float:
+    """A job's wall time: the `s` column of its `benchmark:` file."""
+    return pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+
+
 def jobs(*rows):
     return job_list([f"benchmarks/{study}/{name}.tsv" for study, name, _ in rows], [gpus for *_, gpus in rows])
 
@@ -177,10 +182,7 @@ def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree
     job_costs.csv applies to every fp32 e2e job, and the README's; the two sides' naive medians agree
     (inside the other's CI or within 1%), as the README says."""
     cut = SLICE / "cuts/e2e"
-    walls = [
-        pd.read_csv(cut / side / "benchmarks/e2e/small/fp32-compiled.tsv", sep="\t")["s"].iloc[-1]
-        for side in ("after", "before")
-    ]
+    walls = [benchmark_wall(cut / side / "benchmarks/e2e/small/fp32-compiled.tsv") for side in ("after", "before")]
     ratio = walls[0] / walls[1]
     costs = pd.read_csv(SLICE / "job_costs.csv")
     fp32 = costs[costs["job"].str.match(r"benchmarks/e2e/[^/]+/fp32-")]
@@ -204,13 +206,13 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     named in `source`."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
     measured = "benchmarks/e2e/small/bf16-eager.tsv"
-    wall = pd.read_csv(SLICE / "head-d3fc0d3" / measured, sep="\t")["s"].iloc[-1]
+    wall = benchmark_wall(SLICE / "head-d3fc0d3" / measured)
     assert costs.loc[measured, "wall_s"] == wall and costs.loc[measured, "source"] == "head-d3fc0d3"
     later = sorted((SLICE / "head-507f3e6").glob("benchmarks/e2e/*/*.tsv"))
     assert len(later) == 2
     for tsv in later:
         job = "benchmarks/" + str(tsv.relative_to(SLICE / "head-507f3e6/benchmarks"))
-        assert costs.loc[job, "wall_s"] == pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+        assert costs.loc[job, "wall_s"] == benchmark_wall(tsv)
         assert costs.loc[job, "source"] == "head-507f3e6"
     others = costs[
         costs.index.str.match(r"benchmarks/e2e/") & (costs["source"] != "head-507f3e6") & (costs.index != measured)
@@ -232,7 +234,7 @@ def test_the_jobs_measured_again_are_charged_and_tabled_as_their_files_say():
     assert len(measured) == 7
     for run, tsv in measured:
         relative = tsv.relative_to(SLICE / run / "benchmarks")
-        wall = pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+        wall = benchmark_wall(tsv)
         assert costs.loc[f"benchmarks/{relative}", "wall_s"] == wall, relative
         split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
         cells = [wall, *split[["start", "warmup", "capture", "settle", "timed", "other"]]]
@@ -254,7 +256,7 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
     assert len(tsvs) == 9
     for tsv in tsvs:
         relative = tsv.relative_to(run / "benchmarks")
-        wall = pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
+        wall = benchmark_wall(tsv)
         split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
         other = split[["build", "write", "other"]].sum()
         cells = [wall, *split[["start", "warmup", "capture", "timed", "profile"]], other]
@@ -270,7 +272,7 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
     assert f"({ratio:.3f})" in " ".join(readme.split())
     assert costs.loc["benchmarks/profile/large.tsv", "wall_s"] == walls["without"]
     for size in ("xl", "2.7B"):
-        after = pd.read_csv(SLICE / f"head-dd2cc4a/benchmarks/profile/{size}.tsv", sep="\t")["s"].iloc[-1]
+        after = benchmark_wall(SLICE / f"head-dd2cc4a/benchmarks/profile/{size}.tsv")
         assert costs.loc[f"benchmarks/profile/{size}.tsv", "wall_s"] == after
     for size in ("small", "medium"):
         assert costs.loc[f"benchmarks/profile/{size}.tsv", "source"].endswith(f"x {ratio:.3f} (cuts/ranges)")
@@ -285,8 +287,7 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
         f"{phase['without'].loc['profile', 'seconds']:.1f}"
     ) in text
     before, after = (
-        pd.read_csv(SLICE / run / "benchmarks/profile/2.7B.tsv", sep="\t")["s"].iloc[-1]
-        for run in ("head-5cda776", "head-dd2cc4a")
+        benchmark_wall(SLICE / run / "benchmarks/profile/2.7B.tsv") for run in ("head-5cda776", "head-dd2cc4a")
     )
     xl = costs.loc["benchmarks/profile/xl.tsv", "wall_s"]
     assert (
