@@ -197,9 +197,9 @@ def test_replays_take_turns_in_held_blocks_one_graph_at_a_time(monkeypatch):
         events.append(("time", *steps))
         return measured(steps, *args, **kwargs)
 
-    def hold(step, device, seconds):
+    def hold(step, device, seconds, **kwargs):
         events.append("hold")
-        return held(step, device, seconds)
+        return held(step, device, seconds, **kwargs)
 
     monkeypatch.setattr(harness, "capture_graph", capture)
     monkeypatch.setattr(harness, "release_cached", lambda device: live.clear())

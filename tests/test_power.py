@@ -75,6 +75,8 @@ def test_the_ladder_says_which_replays_ran_at_the_power_limit():
         "Each replay ran untimed until its time per step stopped moving (3 windows of 0.25 s in a row with medians "
         "within 0.5%): 1.15 s median, 2.25 s at most, of the 3 s allowed before it was timed."
     )
+    (sooner,) = power_sentences(held.assign(settle_far_below=0.8))
+    assert "0.5%, or sooner where its instantaneous power stayed below 80% of the limit at the top SM clock)" in sooner
     declared = held[[c for c in held.columns if c in registry.declared("ladder")]]
     assert power_sentences(declared) == [sentence]  # the section reads only columns the ladder declares
     older = ran.assign(settle_seconds=3.0, replay_turn_settle_s=None)  # rows that held the whole time
@@ -121,6 +123,48 @@ def test_a_hold_never_runs_past_its_time_and_runs_at_least_once(monkeypatch):
     steps, held_s = hold_on(clock, monkeypatch, seconds=2)
     assert 2 <= held_s < 2 + clock.times(steps) and steps == clock.steps
     assert hold_on(Clock(lambda i: 0.01), monkeypatch, seconds=0) == (1, 0.01)
+
+
+PROBE_STAND_IN = """#!/usr/bin/env bash
+# nvidia-smi as a hold's probe calls it: -i ID --query-gpu=power.draw.instant,... -lms MS; prints $PROBE_LINES
+[[ $3 == --query-gpu=power.draw.instant,* ]] || exit 2
+while true; do cat "$PROBE_LINES"; sleep 0.02; done
+"""
+
+
+@pytest.mark.parametrize(
+    "lines, sooner",
+    [
+        (["150.00, 700.00, 1980, 1980, 0x0000000000000001"], True),  # far below the limit, idle at most
+        (["150.00, 700.00, 1980, 1980, 0x0", "600.00, 700.00, 1980, 1980, 0x0"], False),  # one sample near it
+        (["300.00, 700.00, 1755, 1980, 0x0"], False),  # the clock still below its top
+        (["300.00, 700.00, 1980, 1980, 0x0000000000000004"], False),  # the power cap's reason
+        (["[N/A], 700.00, 1980, 1980, 0x0"], False),  # no instantaneous power from this driver
+    ],
+)
+def test_a_hold_ends_sooner_only_where_every_probe_sample_is_far_below_the_power_limit(
+    lines, sooner, tmp_path, monkeypatch
+):
+    script, samples = tmp_path / "nvidia-smi", tmp_path / "samples.csv"
+    script.write_text(PROBE_STAND_IN)
+    script.chmod(0o755)
+    samples.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("PROBE_LINES", str(samples))
+    probes, probe = [], power.Probe
+    monkeypatch.setattr(power, "Probe", lambda gpu: probes.append(probe(gpu)) or probes[-1])
+    steps, held_s = hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
+    assert len(probes) == 1 and probes[0].process.poll() is not None  # the probe's nvidia-smi has exited
+    if sooner:
+        assert power.PROBE_S <= held_s < SETTLE_WINDOW_S * power.SETTLE_WINDOWS and len(probes[0].samples.rows) >= 2
+    else:
+        assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS  # the steady windows' rule, as without a probe
+
+
+def test_a_hold_without_nvidia_smi_keeps_its_windows(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    steps, held_s = hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
+    assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS
 
 
 def test_turns_pool_into_one_measurement_and_keep_each_turn():

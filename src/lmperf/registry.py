@@ -74,8 +74,8 @@ ENV = {
     "driver_version": str,
 }
 # The settings a row's claims depend on: the CI it was measured to, the launched/graphed ratio above
-# which it is host-bound, the most seconds of untimed work before its graphed timing, and the rule
-# that ends that hold once the step is steady (lmperf.measure.power.hold).
+# which it is host-bound, the most seconds of untimed work before its graphed timing, and the rules
+# that end that hold once the step is steady or far below the power limit (lmperf.measure.power.hold).
 SETTINGS = {
     "ci_halfwidth": float,
     "host_bound_threshold": float,
@@ -83,6 +83,7 @@ SETTINGS = {
     "settle_window_s": float,
     "settle_windows": int,
     "settle_tolerance": float,
+    "settle_far_below": float,
 }
 
 # What a measuring job on one GPU asks of Slurm: about 3x the longest job of its rule seen on an H100.

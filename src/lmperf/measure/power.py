@@ -42,17 +42,30 @@ def nvidia_smi_id(device: torch.device) -> str | None:
 SETTLE_WINDOW_S = 0.25  # a hold runs in windows of at least this long (and one step) ...
 SETTLE_WINDOWS = 3  # ... until this many in a row have medians within
 SETTLE_TOLERANCE = 0.005  # this fraction of each other: the clock has stopped moving
+# ... or, sooner, until PROBE_S of samples of its work (instantaneous power, one every PROBE_INTERVAL_MS)
+# all stay below FAR_BELOW of the power limit, at the top SM clock, with no clock-event reason but idle:
+# there the power limit has nothing to lower, so the step already runs in the state its work keeps.
+PROBE = ("power.draw.instant", "power.limit", "clocks.sm", "clocks.max.sm", "clocks_event_reasons.active")
+PROBE_S = 0.15
+PROBE_INTERVAL_MS = 20
+FAR_BELOW = 0.8
+IDLE = 0x1  # the one clock-event reason that lowers nothing (0x4 is the power cap, 0x20 and 0x40 thermal)
 # The hold's rule as result columns, so a report states it from the rows.
 SETTLE_RULE = {
     "settle_window_s": SETTLE_WINDOW_S,
     "settle_windows": SETTLE_WINDOWS,
     "settle_tolerance": SETTLE_TOLERANCE,
+    "settle_far_below": FAR_BELOW,
 }
 
 
 @phase("settle")
 def hold(
-    step: Callable[[], object], device: torch.device, seconds: float, until_steady: bool = True
+    step: Callable[[], object],
+    device: torch.device,
+    seconds: float,
+    until_steady: bool = True,
+    gpu: str | None = None,
 ) -> tuple[int, float]:
     """Run ``step`` back to back until its time per step stops moving, for at most ``seconds`` of wall
     time (at least once, and the step that crosses ``seconds`` runs to its end); return how many steps
@@ -65,24 +78,79 @@ def hold(
     limit is steady at once, so the hold ends when SETTLE_WINDOWS windows of SETTLE_WINDOW_S in a row
     agree within SETTLE_TOLERANCE, instead of spending every hold's full ``seconds``. So the shortest
     hold is SETTLE_WINDOWS windows; a step longer than a window is a window of its own.
+
+    With ``gpu`` (an ``nvidia-smi -i`` id), the hold ends sooner where a ``Probe`` of the step's work
+    finds it far below the power limit: the instantaneous power, not the one-second average, so the
+    reading is of this step's work and not of the block before it.
     """
     start = timeit.default_timer()
-    steps, medians, window = 0, [], []
-    while True:
-        begun = timeit.default_timer()
-        step()
-        synchronize(device)
-        now = timeit.default_timer()
-        steps += 1
-        window.append(now - begun)
-        if now - start >= seconds:
-            log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed")
-            return steps, now - start
-        if until_steady and sum(window) >= SETTLE_WINDOW_S:
-            medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
-            if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
-                log.info(f"held {steps} steps for {now - start:.2f} s: steady")
+    steps, medians, window, probe = 0, [], [], None
+    try:
+        while True:
+            begun = timeit.default_timer()
+            step()
+            synchronize(device)
+            now = timeit.default_timer()
+            steps += 1
+            window.append(now - begun)
+            if now - start >= seconds:
+                log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed")
                 return steps, now - start
+            if until_steady and gpu is not None:
+                if probe is None:
+                    probe = Probe(gpu)  # started after the first step, so that it samples only this work
+                elif probe.far_below():
+                    log.info(f"held {steps} steps for {now - start:.2f} s: far below the power limit")
+                    return steps, now - start
+            if until_steady and sum(window) >= SETTLE_WINDOW_S:
+                medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
+                if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
+                    log.info(f"held {steps} steps for {now - start:.2f} s: steady")
+                    return steps, now - start
+    finally:
+        if probe is not None:
+            probe.close()
+
+
+class Probe:
+    """nvidia-smi sampling PROBE for PROBE_S while a hold's steps run; then whether every sample was far
+    below the power limit. The caller keeps stepping while it samples and while it exits, so the GPU
+    never waits on it."""
+
+    def __init__(self, gpu: str):
+        self.begun, self.verdict, self.samples = timeit.default_timer(), None, Samples()
+        smi = shutil.which("nvidia-smi")
+        query = [f"--query-gpu={','.join(PROBE)}", "--format=csv,noheader,nounits", "-lms", str(PROBE_INTERVAL_MS)]
+        self.process = (
+            None
+            if smi is None
+            else subprocess.Popen([smi, "-i", gpu, *query], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+        if self.process is None:
+            self.verdict = False
+
+    def far_below(self) -> bool:
+        """False until the samples are in, then the verdict: at least two samples, each under FAR_BELOW
+        of the limit, at the top clock, with no reason but idle. No sample ("[N/A]" where the driver
+        has no instantaneous power): False, and the hold keeps its windows."""
+        if self.verdict is not None:
+            return self.verdict
+        if timeit.default_timer() - self.begun < PROBE_S:
+            return False
+        if self.process.poll() is None:
+            self.process.terminate()  # read once it has exited, a step or so from now
+            return False
+        self.samples.parse(self.process.communicate()[0], fields=len(PROBE))
+        rows = self.samples.rows
+        self.verdict = len(rows) >= 2 and all(
+            power < FAR_BELOW * limit and clock >= top and mask & ~IDLE == 0 for power, limit, clock, top, mask in rows
+        )
+        return self.verdict
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
 
 
 @dataclass
@@ -93,13 +161,14 @@ class Samples:
     rows: list[tuple[float, ...]] = field(default_factory=list)  # COLUMNS' values, then the reasons' mask
     reason: str = ""
 
-    def parse(self, text: str) -> None:
+    def parse(self, text: str, fields: int = len(QUERY)) -> None:
+        """nvidia-smi's CSV lines of ``fields`` fields, the last the clock-event reasons' mask."""
         for line in text.splitlines():
-            fields = line.split(",")
-            if len(fields) != len(QUERY):  # a line cut short when the sampler was stopped
+            values = line.split(",")
+            if len(values) != fields:  # a line cut short when the sampler was stopped
                 continue
             try:
-                self.rows.append((*(float(v) for v in fields[:-1]), int(fields[-1], 16)))
+                self.rows.append((*(float(v) for v in values[:-1]), int(values[-1], 16)))
             except ValueError:  # "[N/A]"
                 continue
         if not self.rows and not self.reason:

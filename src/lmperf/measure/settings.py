@@ -28,6 +28,7 @@ MADE_WITH = {
     "largest_share": 0.10,
     "bucket_model_factor": 2.0,
     "sharding_saved_share": 0.9,
+    "settle_far_below": 0.0,  # holds ended only on steady windows
 }
 
 

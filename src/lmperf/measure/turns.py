@@ -43,13 +43,14 @@ class Turn:
 
 
 def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget: Budget, settle_s: float, gpu) -> Turn:
-    """``step`` run once (it may compile), held untimed until steady (at most ``settle_s``), then timed by
+    """``step`` run once (it may compile), held untimed until steady (at most ``settle_s``; sooner where
+    ``gpu`` shows its work far below the power limit), then timed by
     ``measure`` while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry
     the error."""
     try:
         with phase("warmup"):  # the first call compiles and autotunes: the job's cost split counts it so
             step()
-        held_steps, held_s = hold(step, device, settle_s)
+        held_steps, held_s = hold(step, device, settle_s, gpu=gpu)
     except torch.OutOfMemoryError as error:
         free_memory(device)
         return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
