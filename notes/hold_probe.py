@@ -9,7 +9,7 @@ for 1.2 s). After the cap, the probe must see the lowered clock and keep the win
 
     PYTHONPATH=src python notes/hold_probe.py [--rounds 4] [--steps 20] [--out FILE]
 
-Ran at: (not yet run)
+Ran at: a41e378914bf (NVIDIA H200), output: notes/logs/2026-11-30-hold_probe-a41e378-h200.txt
 """
 
 import argparse

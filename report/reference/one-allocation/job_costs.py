@@ -5,7 +5,8 @@ less what the cut of cuts/gc saved, and the profile's per-point jobs joined into
 cuts/profile measured; then the jobs measured after the cuts (head-8f96bdc, head-507f3e6,
 head-7bc5294, head-5cda776), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds
 replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges or measured after it
-(head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3)."""
+(head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); last,
+the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378)."""
 
 import re
 import sys
@@ -213,5 +214,16 @@ named = {
 }
 for pattern, why in named.items():
     costs.loc[costs["job"].str.match(pattern), "source"] += why
+# Last, the jobs measured since holds end on the power probe (section 10), through the pipeline on two
+# H200s at the grid's settings: e2e small and medium bf16-eager at 4c68dbe (cuts/probe/with/), and
+# seven e2e and the 2-rank sharding and timeline jobs at a41e378 (head-a41e378/, the same src/): charged
+# as measured, their holds in their time, replacing the estimates and lower bounds above.
+for base, source in (
+    (here / "cuts/probe/with/benchmarks", "cuts/probe"),
+    (here / "head-a41e378/benchmarks", "head-a41e378"),
+):
+    for tsv in sorted(base.rglob("*.tsv")):
+        job = costs["job"] == "benchmarks/" + str(tsv.relative_to(base))
+        costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
