@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from lmperf import registry
-from lmperf.measure import power
+from lmperf.measure import power, turns
 from lmperf.measure.power import SETTLE_WINDOW_S, Samples, hold, nvidia_smi_id, sampled
-from lmperf.measure.timing import Timings
+from lmperf.measure.timing import Budget, Timings
 from lmperf.measure.turns import Turn, pooled, turn_columns
 from lmperf.report.ladder_section import power_sentences, turn_sentences
 
@@ -107,36 +107,56 @@ def hold_on(clock, monkeypatch, seconds):
 
 def test_a_steady_step_is_held_three_windows_not_the_whole_time(monkeypatch):
     clock = Clock(lambda i: 0.01)
-    steps, held_s = hold_on(clock, monkeypatch, seconds=5)
-    assert steps == clock.steps == 3 * 25 and held_s == pytest.approx(3 * SETTLE_WINDOW_S)
+    steps, held_s, far_below = hold_on(clock, monkeypatch, seconds=5)
+    assert steps == clock.steps == 3 * 25 and held_s == pytest.approx(3 * SETTLE_WINDOW_S) and not far_below
 
 
 def test_a_step_that_slows_down_is_held_until_it_stops_slowing(monkeypatch):
     """Like a GPU reaching its power limit: each step 1% slower than the last for 100 steps, then steady."""
     clock = Clock(lambda i: 0.01 * 1.01 ** min(i, 100))
-    steps, _ = hold_on(clock, monkeypatch, seconds=30)
+    steps, *_ = hold_on(clock, monkeypatch, seconds=30)
     assert 100 < steps < 100 + 4 * 25  # steady from step 100: three windows of ~19 steps, and the one it began in
 
 
 def test_a_hold_never_runs_past_its_time_and_runs_at_least_once(monkeypatch):
     clock = Clock(lambda i: 0.01 * 1.02**i)  # never steady
-    steps, held_s = hold_on(clock, monkeypatch, seconds=2)
+    steps, held_s, _ = hold_on(clock, monkeypatch, seconds=2)
     assert 2 <= held_s < 2 + clock.times(steps) and steps == clock.steps
-    assert hold_on(Clock(lambda i: 0.01), monkeypatch, seconds=0) == (1, 0.01)
+    assert hold_on(Clock(lambda i: 0.01), monkeypatch, seconds=0) == (1, 0.01, False)
 
 
 PROBE_STAND_IN = """#!/usr/bin/env bash
-# nvidia-smi as a hold's probe calls it: -i ID --query-gpu=power.draw.instant,... -lms MS; prints $PROBE_LINES
-[[ $3 == --query-gpu=power.draw.instant,* ]] || exit 2
-while true; do cat "$PROBE_LINES"; sleep 0.02; done
+# nvidia-smi as a hold's probe calls it (--query-gpu=power.draw.instant,...), printing $PROBE_LINES,
+# and as the sampler of a timed block does, printing $SAMPLER_LINE
+if [[ $3 == --query-gpu=power.draw.instant,* ]]; then
+    while true; do cat "$PROBE_LINES"; sleep 0.02; done
+fi
+while true; do echo "$SAMPLER_LINE"; sleep 0.02; done
 """
+
+
+def probe_stand_in(tmp_path, monkeypatch, lines, sampler="1980, 300.00, 700.00, 50, 0x0"):
+    """A stand-in nvidia-smi on PATH, and every Probe the code makes, kept in the returned list."""
+    script, samples = tmp_path / "nvidia-smi", tmp_path / "samples.csv"
+    script.write_text(PROBE_STAND_IN)
+    script.chmod(0o755)
+    samples.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("PROBE_LINES", str(samples))
+    monkeypatch.setenv("SAMPLER_LINE", sampler)
+    probes, probe = [], power.Probe
+    monkeypatch.setattr(power, "Probe", lambda gpu: probes.append(probe(gpu)) or probes[-1])
+    return probes
+
+
+FAR_BELOW_LINE = "150.00, 700.00, 1980, 1980, 0x0000000000000001"
 
 
 @pytest.mark.parametrize(
     "lines, sooner",
     [
-        (["150.00, 700.00, 1980, 1980, 0x0000000000000001"], True),  # far below the limit, idle at most
-        (["150.00, 700.00, 1980, 1980, 0x0", "600.00, 700.00, 1980, 1980, 0x0"], False),  # one sample near it
+        ([FAR_BELOW_LINE], True),  # far below the limit, idle at most
+        ([FAR_BELOW_LINE, "600.00, 700.00, 1980, 1980, 0x0"], False),  # one sample nearer it
         (["300.00, 700.00, 1755, 1980, 0x0"], False),  # the clock still below its top
         (["300.00, 700.00, 1980, 1980, 0x0000000000000004"], False),  # the power cap's reason
         (["[N/A], 700.00, 1980, 1980, 0x0"], False),  # no instantaneous power from this driver
@@ -145,26 +165,46 @@ while true; do cat "$PROBE_LINES"; sleep 0.02; done
 def test_a_hold_ends_sooner_only_where_every_probe_sample_is_far_below_the_power_limit(
     lines, sooner, tmp_path, monkeypatch
 ):
-    script, samples = tmp_path / "nvidia-smi", tmp_path / "samples.csv"
-    script.write_text(PROBE_STAND_IN)
-    script.chmod(0o755)
-    samples.write_text("\n".join(lines) + "\n")
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("PROBE_LINES", str(samples))
-    probes, probe = [], power.Probe
-    monkeypatch.setattr(power, "Probe", lambda gpu: probes.append(probe(gpu)) or probes[-1])
-    steps, held_s = hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
+    probes = probe_stand_in(tmp_path, monkeypatch, lines)
+    steps, held_s, far_below = hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
     assert len(probes) == 1 and probes[0].process.poll() is not None  # the probe's nvidia-smi has exited
+    assert far_below == sooner
     if sooner:
         assert power.PROBE_S <= held_s < SETTLE_WINDOW_S * power.SETTLE_WINDOWS and len(probes[0].samples.rows) >= 2
     else:
         assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS  # the steady windows' rule, as without a probe
 
 
+def test_a_hold_that_runs_out_of_time_while_the_probe_samples_stops_it(tmp_path, monkeypatch):
+    probes = probe_stand_in(tmp_path, monkeypatch, [FAR_BELOW_LINE])
+    assert hold(lambda: time.sleep(0.01), torch.device("cpu"), 0.05, gpu="GPU-test").far_below is False
+    assert len(probes) == 1 and probes[0].process.returncode is not None  # killed and reaped
+
+
 def test_a_hold_without_nvidia_smi_keeps_its_windows(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    steps, held_s = hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
-    assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS
+    steps, held_s, far_below = hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
+    assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS and not far_below
+
+
+@pytest.mark.parametrize("sampler, timed", [("1980, 300.00, 700.00, 50, 0x0", 1), ("1965, 690.00, 700.00, 60, 0x4", 2)])
+def test_a_block_timed_nearer_the_limit_than_its_probe_read_is_held_and_timed_again(
+    sampler, timed, tmp_path, monkeypatch
+):
+    """The probe's first samples can read low: where the samples of the block timed after its hold
+    show the power limit's reason or power over FAR_BELOW of it, the block is held by the windows
+    alone and timed again, and the turn keeps the second timing and both holds. A block with no
+    sample (shorter than the sampler's first) keeps its timing."""
+    assert not Samples().nearer_the_limit()
+    probe_stand_in(tmp_path, monkeypatch, [FAR_BELOW_LINE], sampler=sampler)
+    measured, calls = turns.measure, []
+    monkeypatch.setattr(turns, "measure", lambda *a, **k: calls.append(1) or measured(*a, **k))
+    turn = turns.timed_block(
+        "x", lambda: time.sleep(0.005), torch.device("cpu"), 1, Budget(3, max_seconds=0), 5, "GPU-test"
+    )
+    assert len(calls) == timed and len(turn.timings.host_s) == 3
+    assert turn.settle_s >= (power.PROBE_S if timed == 1 else power.PROBE_S + SETTLE_WINDOW_S * power.SETTLE_WINDOWS)
+    assert turn.clocks.nearer_the_limit() == (timed == 2)
 
 
 def test_turns_pool_into_one_measurement_and_keep_each_turn():

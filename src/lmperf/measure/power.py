@@ -5,7 +5,7 @@ Why: under back-to-back GEMMs an H100 sits at its power limit and the driver low
 step time says little about a technique without the clock and power it ran at. ``nvidia-smi`` runs
 in a process of its own: sampling costs the measured process nothing, and needs no NVML bindings.
 
-    steps, held_s = hold(replay, device, seconds=5)  # first into the clock and power of steady work
+    held = hold(replay, device, seconds=5)  # first into the clock and power of steady work
     with sampled(nvidia_smi_id(device)) as gpu:
         ...  # the replays
     gpu.columns("replay_")  # {"replay_sm_clock_mhz": ..., "replay_power_w": ..., ...}
@@ -19,6 +19,7 @@ import timeit
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -45,10 +46,13 @@ SETTLE_TOLERANCE = 0.005  # this fraction of each other: the clock has stopped m
 # ... or, sooner, until PROBE_S of samples of its work (instantaneous power, one every PROBE_INTERVAL_MS)
 # all stay below FAR_BELOW of the power limit, at the top SM clock, with no clock-event reason but idle:
 # there the power limit has nothing to lower, so the step already runs in the state its work keeps.
+# Those first samples can read low (a large train step at context 1024 read under 80% of the limit
+# and then drew 645 W, at the cap): a block timed after such a hold is checked against the power
+# sampled while it was timed (``Samples.nearer_the_limit``), and held by the windows and timed again if so.
 PROBE = ("power.draw.instant", "power.limit", "clocks.sm", "clocks.max.sm", "clocks_event_reasons.active")
 PROBE_S = 0.15
 PROBE_INTERVAL_MS = 20
-FAR_BELOW = 0.8
+FAR_BELOW = 0.75
 IDLE = 0x1  # the one clock-event reason that lowers nothing (0x4 is the power cap, 0x20 and 0x40 thermal)
 # The hold's rule as result columns, so a report states it from the rows.
 SETTLE_RULE = {
@@ -59,6 +63,15 @@ SETTLE_RULE = {
 }
 
 
+class Held(NamedTuple):
+    """What a hold ran: its steps and seconds, and whether a probe ended it (the work far below the
+    power limit) rather than the steady windows or the time allowed."""
+
+    steps: int
+    seconds: float
+    far_below: bool = False
+
+
 @phase("settle")
 def hold(
     step: Callable[[], object],
@@ -66,7 +79,7 @@ def hold(
     seconds: float,
     until_steady: bool = True,
     gpu: str | None = None,
-) -> tuple[int, float]:
+) -> Held:
     """Run ``step`` back to back until its time per step stops moving, for at most ``seconds`` of wall
     time (at least once, and the step that crosses ``seconds`` runs to its end); return how many steps
     ran and for how long. With ``until_steady=False``, for the whole ``seconds``.
@@ -81,7 +94,8 @@ def hold(
 
     With ``gpu`` (an ``nvidia-smi -i`` id), the hold ends sooner where a ``Probe`` of the step's work
     finds it far below the power limit: the instantaneous power, not the one-second average, so the
-    reading is of this step's work and not of the block before it.
+    reading is of this step's work and not of the block before it. Such a hold is ``far_below``, and
+    the caller checks the power it then times the step at (``lmperf.measure.turns.timed_block``).
     """
     start = timeit.default_timer()
     steps, medians, window, probe = 0, [], [], None
@@ -95,18 +109,18 @@ def hold(
             window.append(now - begun)
             if now - start >= seconds:
                 log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed")
-                return steps, now - start
+                return Held(steps, now - start)
             if until_steady and gpu is not None:
                 if probe is None:
                     probe = Probe(gpu)  # started after the first step, so that it samples only this work
                 elif probe.far_below():
                     log.info(f"held {steps} steps for {now - start:.2f} s: far below the power limit")
-                    return steps, now - start
+                    return Held(steps, now - start, far_below=True)
             if until_steady and sum(window) >= SETTLE_WINDOW_S:
                 medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
                 if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
                     log.info(f"held {steps} steps for {now - start:.2f} s: steady")
-                    return steps, now - start
+                    return Held(steps, now - start)
     finally:
         if probe is not None:
             probe.close()
@@ -118,14 +132,16 @@ class Probe:
     never waits on it."""
 
     def __init__(self, gpu: str):
-        self.begun, self.verdict, self.samples = timeit.default_timer(), None, Samples()
+        self.begun, self.verdict, self.samples, self.process = timeit.default_timer(), None, Samples(), None
         smi = shutil.which("nvidia-smi")
         query = [f"--query-gpu={','.join(PROBE)}", "--format=csv,noheader,nounits", "-lms", str(PROBE_INTERVAL_MS)]
-        self.process = (
-            None
-            if smi is None
-            else subprocess.Popen([smi, "-i", gpu, *query], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        )
+        try:
+            if smi is not None:
+                self.process = subprocess.Popen(
+                    [smi, "-i", gpu, *query], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                )
+        except OSError as error:
+            log.warning(f"no power probe: {error}")
         if self.process is None:
             self.verdict = False
 
@@ -140,16 +156,20 @@ class Probe:
         if self.process.poll() is None:
             self.process.terminate()  # read once it has exited, a step or so from now
             return False
-        self.samples.parse(self.process.communicate()[0], fields=len(PROBE))
+        self.samples.parse(self.process.communicate()[0], fields=len(PROBE), interval_ms=PROBE_INTERVAL_MS)
         rows = self.samples.rows
         self.verdict = len(rows) >= 2 and all(
             power < FAR_BELOW * limit and clock >= top and mask & ~IDLE == 0 for power, limit, clock, top, mask in rows
         )
+        if not rows:
+            log.info(f"power probe: {self.samples.reason}; the hold keeps its windows")
         return self.verdict
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        """Stop nvidia-smi if it still runs, and reap it."""
+        if self.process is not None and self.process.returncode is None:
+            if self.process.poll() is None:
+                self.process.kill()
             self.process.communicate()
 
 
@@ -161,7 +181,7 @@ class Samples:
     rows: list[tuple[float, ...]] = field(default_factory=list)  # COLUMNS' values, then the reasons' mask
     reason: str = ""
 
-    def parse(self, text: str, fields: int = len(QUERY)) -> None:
+    def parse(self, text: str, fields: int = len(QUERY), interval_ms: int = INTERVAL_MS) -> None:
         """nvidia-smi's CSV lines of ``fields`` fields, the last the clock-event reasons' mask."""
         for line in text.splitlines():
             values = line.split(",")
@@ -172,8 +192,14 @@ class Samples:
             except ValueError:  # "[N/A]"
                 continue
         if not self.rows and not self.reason:
-            said = text.strip().splitlines()[0] if text.strip() else f"none in the block (one every {INTERVAL_MS} ms)"
+            said = text.strip().splitlines()[0] if text.strip() else f"none in the block (one every {interval_ms} ms)"
             self.reason = f"nvidia-smi gave no sample: {said}"
+
+    def nearer_the_limit(self) -> bool:
+        """Whether any sample (``QUERY``'s) drew FAR_BELOW of the power limit or more, or saw a
+        clock-event reason but idle: a block timed after a hold the probe ended, contradicting it.
+        A block too short for a sample contradicts nothing."""
+        return any(power >= FAR_BELOW * limit or mask & ~IDLE for _, power, limit, _, mask in self.rows)
 
     def columns(self, prefix: str) -> dict:
         """Each numeric field's median, and every clock-event reason seen in any sample (OR of the masks)."""

@@ -14,17 +14,19 @@ The e2e harness (``lmperf.measure.harness``) and the ladder (``lmperf.studies.la
 variants this way.
 """
 
+import logging
 import statistics
 from dataclasses import dataclass
 
 import torch
 
 from lmperf.measure.phases import phase
-from lmperf.measure.power import Samples, hold, sampled
+from lmperf.measure.power import Held, Samples, hold, sampled
 from lmperf.measure.stats import join_ms
 from lmperf.measure.timing import Budget, Timings, free_memory, measure
 
 TURNS = 2  # turns each variant takes, A B C A B C
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,19 +46,28 @@ class Turn:
 
 def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget: Budget, settle_s: float, gpu) -> Turn:
     """``step`` run once (it may compile), held untimed until steady (at most ``settle_s``; sooner where
-    ``gpu`` shows its work far below the power limit), then timed by
-    ``measure`` while ``gpu``'s clock and power are sampled. Out of memory: a Turn whose timings carry
-    the error."""
+    ``gpu`` shows its work far below the power limit), then timed by ``measure`` while ``gpu``'s clock
+    and power are sampled. Where the probe ended the hold but the samples of the timed block show the
+    work nearer the limit, the block is held by the windows alone and timed again. Out of memory: a
+    Turn whose timings carry the error."""
     try:
         with phase("warmup"):  # the first call compiles and autotunes: the job's cost split counts it so
             step()
-        held_steps, held_s = hold(step, device, settle_s, gpu=gpu)
+        held = hold(step, device, settle_s, gpu=gpu)
     except torch.OutOfMemoryError as error:
         free_memory(device)
         return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
     with sampled(gpu) as clocks:  # no full collection per block (measure's collect): 0.1-0.3 s each
         timings = measure({name: step}, device, warmup_steps, budget, collect=False)[name]
-    return Turn(timings, clocks, held_steps, held_s)
+    if held.far_below and timings.error is None and clocks.nearer_the_limit():
+        log.info(
+            f"{name}: timed at {clocks.columns('')['power_w']:.0f} W after a hold the probe ended: held and timed again"
+        )
+        again = hold(step, device, settle_s)
+        held = Held(held.steps + again.steps, held.seconds + again.seconds)
+        with sampled(gpu) as clocks:
+            timings = measure({name: step}, device, warmup_steps, budget, collect=False)[name]
+    return Turn(timings, clocks, held.steps, held.seconds)
 
 
 def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
