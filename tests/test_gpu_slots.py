@@ -110,6 +110,6 @@ def test_the_pipeline_runs_one_gpu_jobs_side_by_side_on_gpus_of_their_own(tmp_pa
     for log in (workdir / "logs" / "warmup").rglob("*.log"):
         gpus, begin = re.search(r"gpu_slots: CUDA_VISIBLE_DEVICES=(\S+) at (\S+)", log.read_text()).groups()
         runs.append(({gpus}, float(begin), log.stat().st_mtime))
-    assert len(runs) >= 8
+    assert len(runs) == 4  # the smoke grid's 2 modes x 2 processes
     assert_no_gpu_shared_at_once(runs)
     assert len({gpu for gpus, _, _ in runs for gpu in gpus}) > 1  # side by side, not one GPU at a time

@@ -12,6 +12,7 @@ import torch
 from lmperf.measure import Budget, harness, summarize_ms, write_rows
 from lmperf.measure.flops import peak_tflops, step_flops
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
+from lmperf.measure.stats import split_ms
 from lmperf.model import model_config
 
 CPU = torch.device("cpu")
@@ -66,6 +67,27 @@ def test_spec_rejects_bad_values():
         BenchmarkSpec("nano", (16,), attentions=())
     with pytest.raises(ValueError, match="context_lengths"):
         BenchmarkSpec("nano", (0,))
+    with pytest.raises(ValueError, match="warmup_windows"):  # windows of steps already timed, not warmed up
+        BenchmarkSpec("nano", (16,), warmup_windows=(0, 2), graphed=False)
+    with pytest.raises(ValueError, match="warmup_windows"):
+        BenchmarkSpec("nano", (16,), warmup_steps=0, warmup_windows=(0, 2))
+
+
+def test_warmup_windows_are_one_processs_steps_as_each_warmup_count_would_time_them():
+    """The warm-up study: one process times max(windows) + min_steps steps, and count w's row has the
+    first w as its warm-up and the min_steps after them as its timed steps, with its statistics."""
+    spec = BenchmarkSpec(
+        "nano", (8,), warmup_steps=0, warmup_windows=(0, 1, 3), graphed=False, budget=Budget(4, max_seconds=30)
+    )
+    rows = run_benchmark(spec, modes=("forward",), device=CPU)
+    assert [r["warmup_steps"] for r in rows] == [0, 1, 3] and {r["status"] for r in rows} == {"ok"}
+    assert {r["warmup_windows"] for r in rows} == {"0;1;3"}  # the report says how its rows were timed
+    steps = [*split_ms(rows[-1]["warmup_times_ms"]), *split_ms(rows[-1]["step_times_ms"])]
+    assert len(steps) == 3 + 4  # exactly the longest window's steps: no CI-driven extra steps
+    for row, w in zip(rows, (0, 1, 3), strict=True):
+        assert split_ms(row["step_times_ms"]) == steps[w : w + 4] and split_ms(row["warmup_times_ms"]) == steps[:w]
+        assert row["median_ms"] == pytest.approx(statistics.median(steps[w : w + 4]), rel=1e-3)
+        assert row["n_steps"] == 4 and row["first_step_ms"] == pytest.approx(steps[0], rel=1e-3)
 
 
 def test_benchmark_rows_are_tidy():

@@ -208,7 +208,7 @@ def test_the_smoke_run_printed_no_exception(smoke_run):
 def test_full_grid_dag(tmp_path):
     jobs = dry_run(copy_pipeline(tmp_path), "--config", "grid=full")
     # e2e: 5 sizes x (fp32 eager, bf16 eager, bf16 compiled), each sweeping 4 contexts (3 attentions in bf16);
-    # warm-up: 1 size x 2 modes x 4 settings x 5 processes; flash sweep: 2 dtypes x 4 head sizes
+    # warm-up: 1 size x 2 modes x 5 processes, each timing the 4 settings; flash sweep: 2 dtypes x 4 head sizes
     # all-reduce: gloo and nccl x 2, 4, 6 ranks; attention sweep: 2 compile modes x 4 head sizes;
     # DDP: 2 and 4 ranks, each 1 global batch, sharding, timeline; memory: 2 precisions x 2 modes x 3 contexts;
     # profile: 5 sizes, each job profiling 4 contexts x 2 modes; ladder: 2 sizes x 2 contexts, timed then checked
@@ -218,7 +218,7 @@ def test_full_grid_dag(tmp_path):
         "batch_figures": 1,
         "ladder_timed": 4,
         "ladder": 4,
-        "warmup": 40,
+        "warmup": 10,
         "precision": 3,
         "flash_leaderboard": 1,
         "flash_sweep": 8,

@@ -540,3 +540,17 @@ def test_the_e2e_method_says_how_the_replays_took_turns():
     sentence = replay_turns(rows)
     assert "take 2 turns in blocks" in sentence and "at most 2.0 s" in sentence
     assert replay_turns(rows.drop(columns="graphed_turns")) == ""  # older rows: their report said nothing of it
+
+
+def test_the_warmup_intro_says_whether_each_setting_had_processes_of_its_own():
+    """Rows from processes that timed every warm-up setting (``warmup_windows``) are described so;
+    older rows, one process per setting, as they were made."""
+    from lmperf.report.e2e_section import warmup_intro
+
+    rows = pd.DataFrame({"warmup_steps": [0, 5], "commit": "abc", "device_type": "cuda"})
+    assert warmup_intro(rows).startswith("Each setting runs in several fresh processes, so zero warm-up steps")
+    windowed = warmup_intro(rows.assign(warmup_windows="0;5"))
+    assert windowed.startswith("Each of several fresh processes times every step from its first")
+    assert (
+        "compared within each process, so zero warm-up steps means the measured steps include CUDA context" in windowed
+    )

@@ -256,7 +256,7 @@ COLUMNS = {
         "graphed_mfu": float, "matmul_precision": str, "measured_steps": int, "median_ms": float, "mfu": float,
         "min_ms": float, "mode": str, "model_tflop_per_step": float, "n_steps": int, "optimizer": str, "params": int,
         "peak_mem_gib": float, "peak_tflops": float, "precision": str, "size": str, "step_times_ms": str,
-        "tokens_per_s": float, "warmup_steps": int,
+        "tokens_per_s": float, "warmup_steps": int, "warmup_windows": str,
     },}
 # fmt: on
 

@@ -17,10 +17,9 @@ E2E_TARGETS = excluding(
 
 
 WARMUP_TARGETS = expand(
-    "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
+    "results/warmup/{size}/{mode}/p{process}.csv",
     size=WARMUP["sizes"],
     mode=WARMUP["modes"],
-    warmup=WARMUP["warmup_steps"],
     process=range(WARMUP["processes"]),
 )
 
@@ -105,16 +104,18 @@ ruleorder: e2e_join > e2e
 
 
 rule warmup:
-    """Each (size, mode, warm-up count) in several fresh processes, so warm-up 0 really starts cold
-    and the spread across processes separates what the first steps cost from host jitter."""
+    """Each (size, mode) in several fresh processes, so warm-up 0 really starts cold and the spread
+    across processes separates what the first steps cost from host jitter. A process times every
+    step and writes one row per warm-up count: count w's timed steps are those after its first w,
+    as a process of the handout's that ran w warm-up steps would time them."""
     input:
         code("lmperf.studies.e2e", "lmperf.attention.naive"),
     output:
-        "results/warmup/{size}/{mode}/w{warmup}-p{process}.csv",
+        "results/warmup/{size}/{mode}/p{process}.csv",
     log:
-        "logs/warmup/{size}/{mode}/w{warmup}-p{process}.log",
+        "logs/warmup/{size}/{mode}/p{process}.log",
     benchmark:
-        "benchmarks/warmup/{size}/{mode}/w{warmup}-p{process}.tsv"
+        "benchmarks/warmup/{size}/{mode}/p{process}.tsv"
     resources:
         **cluster("warmup"),
         device=1,
@@ -122,10 +123,11 @@ rule warmup:
         device=DEVICE,
         ctx=WARMUP["context_length"],
         measured_steps=WARMUP["measured_steps"],
+        windows=",".join(map(str, WARMUP["warmup_steps"])),
         batch_size=E2E["batch_size"],
     shell:
         "python -m lmperf.gpu_slots {resources.device} -- "
         "python -m lmperf.studies.e2e --device {params.device} --study warmup --size {wildcards.size} --context-lengths {params.ctx}"
         " --modes {wildcards.mode} --batch-size {params.batch_size} --no-graph --max-seconds 0"
-        " --warmup-steps {wildcards.warmup} --measured-steps {params.measured_steps}"
+        " --warmup-steps 0 --warmup-windows {params.windows} --measured-steps {params.measured_steps}"
         " --out {output} > {log} 2>&1"

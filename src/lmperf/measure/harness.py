@@ -71,6 +71,12 @@ class BenchmarkSpec:
     graphed: bool = True
     settle_seconds: float = 0.0
     host_bound_threshold: float = HOST_BOUND
+    # Warm-up counts read from one process (the warm-up study): every step is timed, and count w
+    # gets a row of its own whose warm-up is the process's first w steps and whose timed steps are
+    # the budget's min_steps after them. The handout runs each count in a process of its own; these
+    # rows hold the same steps, and put the counts side by side in one process, apart from how fast
+    # each process's host happens to be.
+    warmup_windows: tuple[int, ...] = ()
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -83,13 +89,19 @@ class BenchmarkSpec:
             raise ValueError(f"context_lengths must be positive, got {self.context_lengths}")
         if not self.attentions:
             raise ValueError("attentions must name at least one variant")
+        if self.warmup_windows and (min(self.warmup_windows) < 0 or self.warmup_steps or self.graphed):
+            raise ValueError("warmup_windows are counts >= 0 of launched steps: no warmup_steps, no graph")
 
 
 def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None = None) -> list[dict]:
     """One tidy row per (attention, context length, mode); out-of-memory becomes a row with status 'oom'."""
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env = fingerprint(device)
-    config = {k: v for k, v in asdict(spec).items() if k not in ("context_lengths", "attentions", "budget", "graphed")}
+    config = {
+        k: v
+        for k, v in asdict(spec).items()
+        if k not in ("context_lengths", "attentions", "budget", "graphed", "warmup_windows")
+    }
     base = {
         "study": "e2e",
         **config,
@@ -136,26 +148,28 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             point = {**base, "context_length": ctx, "mode": mode}
             held = partial(between_steps, model, optimizer, tokens, targets)
             forget_kernels()
+            counts_column = ";".join(map(str, spec.warmup_windows))
             for attention, result in time_point(step, model, spec, device, held, restore).items():
-                row = {
-                    **point,
-                    "attention": attention,
-                    "attention_kernel": attention_kernel(attention),
-                    **result,
-                    **env,
-                }
-                if row["status"] == "ok":
-                    row.update(
-                        _rates(
-                            row, model.cfg, spec.batch_size, ctx, mode, peak_tflops(env["device_name"], spec.precision)
-                        )
+                # one row, or with warmup_windows one row per warm-up count, each its window's columns
+                for counted, columns in result.pop("windows", {None: {}}).items():
+                    row = {
+                        **point,
+                        "attention": attention,
+                        "attention_kernel": attention_kernel(attention),
+                        **result,
+                        **columns,
+                        **({} if counted is None else {"warmup_steps": counted, "warmup_windows": counts_column}),
+                        **env,
+                    }
+                    if row["status"] == "ok":
+                        peak = peak_tflops(env["device_name"], spec.precision)
+                        row.update(_rates(row, model.cfg, spec.batch_size, ctx, mode, peak))
+                    rows.append(row)
+                    log.info(
+                        f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} "
+                        f"{row.get('median_ms', float('nan')):10.3f} ms"
+                        f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}"
                     )
-                rows.append(row)
-                log.info(
-                    f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} "
-                    f"{row.get('median_ms', float('nan')):10.3f} ms"
-                    f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}"
-                )
             del step
             model.zero_grad(set_to_none=True)
             free_memory(device)
@@ -202,11 +216,16 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
             results[attention] = {"status": "error", "note": f"{BROKEN} in its warm-up steps"}
             if restore is not None:
                 restore()
+    windows = spec.warmup_windows
+    budget = spec.budget
+    if windows:  # every step timed, exactly as many as the longest window needs
+        steps = max(windows) + budget.min_steps
+        budget = replace(budget, min_steps=steps, max_steps=steps, max_seconds=0.0)
     launched = measure(
         {a: step for a in spec.attentions if a not in results},
         device,
         0,
-        spec.budget,
+        budget,
         before=lambda attention: use_attention(model, attention),
         collect=False,  # the collector is paused while they are timed either way
     )
@@ -216,6 +235,10 @@ def time_point(step, model, spec: BenchmarkSpec, device: torch.device, held=None
             results[attention] = {"status": "oom", "note": str(timings.error).splitlines()[0]}
         else:
             results[attention] = {"status": "ok", "note": "", **launched_columns(timings, spec.budget)}
+            if windows:
+                results[attention]["windows"] = {
+                    w: launched_columns(window(timings, w, spec.budget.min_steps), spec.budget) for w in windows
+                }
             use_attention(model, attention)
             results[attention]["peak_mem_gib"] = steady_peak_gib(step, device, held, model)
     broken = not finite(model)  # by a launched step: which variant's is not known, as they interleave
@@ -307,6 +330,16 @@ def replay_in_turns(step, model, spec: BenchmarkSpec, device: torch.device, resu
         result.update(clocks.columns("graphed_"), **turn_columns(turns, "graphed_"))
         result["graphed_settle_s"] = sum(turn.settle_s for turn in turns)
     return False
+
+
+def window(timings: Timings, warmup: int, steps: int) -> Timings:
+    """``timings`` as if its first ``warmup`` steps had been untimed warm-up and the ``steps`` after them
+    the measured ones."""
+    return Timings(
+        host_s=timings.host_s[warmup : warmup + steps],
+        event_s=timings.event_s[warmup : warmup + steps],
+        warmup_s=timings.host_s[:warmup],
+    )
 
 
 def per_turn(budget: Budget) -> Budget:

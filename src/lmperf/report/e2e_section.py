@@ -497,8 +497,16 @@ def warmup_intro(warmup: pd.DataFrame) -> str:
         else "each op's first call (lazy initialization, the allocator's first requests, and compilation where the "
         "model is compiled)"
     )
+    windowed = "warmup_windows" in warmup and warmup["warmup_windows"].notna().all()
+    how = (
+        "Each of several fresh processes times every step from its first, and each warm-up setting's row takes "
+        "that many of its first steps as warm-up and times the steps after them, so the settings are compared "
+        "within each process"
+        if windowed
+        else "Each setting runs in several fresh processes"
+    )
     return (
-        "Each setting runs in several fresh processes, so zero warm-up steps means the measured steps include "
+        f"{how}, so zero warm-up steps means the measured steps include "
         f"{first}; the spread across processes shows how far one process's host speed moves the number. "
         f"Warm-up rows: commit {commits}."
     )

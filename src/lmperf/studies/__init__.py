@@ -3,15 +3,21 @@
 import argparse
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    """argparse type for comma-separated positive integers, e.g. '128,256'."""
+def int_list(text: str, least: int = 1) -> tuple[int, ...]:
+    """argparse type for comma-separated integers of at least ``least`` (positive), e.g. '128,256'."""
     try:
         values = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    if min(values) < least:
+        kind = "positive integers" if least == 1 else f"integers of at least {least}"
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}")
     return once(values, text)
+
+
+def counts(text: str) -> tuple[int, ...]:
+    """argparse type for comma-separated counts that may be 0, e.g. '0,1,2,5'."""
+    return int_list(text, least=0)
 
 
 def once(values: tuple, text: str) -> tuple:

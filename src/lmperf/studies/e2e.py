@@ -15,7 +15,7 @@ from lmperf.log import to_stderr
 from lmperf.measure import Budget, resolve_device, write_rows
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.model import OPTIMIZERS, SIZES
-from lmperf.studies import choice_list, int_list
+from lmperf.studies import choice_list, counts, int_list
 from lmperf.training import MODES, PRECISIONS
 
 
@@ -37,6 +37,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--modes", type=choice_list(MODES), default=MODES, help=f"comma-separated subset of {','.join(MODES)}"
     )
     p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument(
+        "--warmup-windows",
+        type=counts,
+        default=(),
+        help="comma-separated warm-up counts read from this one process (the warm-up study): every step timed, "
+        "one row per count; needs --warmup-steps 0 and --no-graph",
+    )
     p.add_argument("--measured-steps", type=int, default=10, help="at least this many, then more until the CI is tight")
     p.add_argument(
         "--ci-halfwidth", type=float, default=0.01, help="stop when the median's CI half-width is this fraction"
@@ -78,6 +85,7 @@ def main(argv=None) -> None:
         budget=budget,
         graphed=not args.no_graph,
         settle_seconds=args.settle_seconds,
+        warmup_windows=tuple(args.warmup_windows),
     )
     rows = run_benchmark(spec, modes=args.modes, device=resolve_device(args.device))
     for row in rows:
