@@ -3,6 +3,7 @@ or its study's median, scheduled onto N GPUs; and the committed projection recom
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, copy_pipeline, dry_run_jobs, snakemake
+from lmperf.measure.stats import split_ms
 from lmperf.report.projection import job_list, kind, makespan, priorities, project, summary
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
@@ -93,7 +95,8 @@ def test_the_pipeline_starts_the_longest_job_first_and_imports_no_torch_to_order
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")["wall_s"]
     ran = dry_run_jobs(workdir, "--config", "grid=full", "device=cuda")
     measured = {job["benchmark"]: int(job["priority"] or 0) for job in ran if job["benchmark"] in costs.index}
-    assert len(measured) > 100
+    grid = set(pd.read_csv(SLICE / "jobs.csv")["job"])
+    assert set(measured) == grid & set(costs.index) and len(measured) >= len(grid) - 1  # all but the estimated one
     assert all(priority == round(costs[job]) for job, priority in measured.items())
     assert max(measured, key=measured.get) == costs.idxmax()
     check = "import sys, lmperf.report.projection; assert 'torch' not in sys.modules"
@@ -351,3 +354,31 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
     )
     scaled = costs.loc[["benchmarks/profile/small.tsv", "benchmarks/profile/medium.tsv"], "wall_s"].sum() / 60
     assert f"operator-ranges cut's ratio ({scaled:.1f};" in text
+
+
+def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_are_the_h100_rows():
+    """Each warm-up job (one process timing every count) is charged its process's count-5 job, which
+    ran the same steps; and section 11's within-process and across-process spreads are the H100 rows'."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    warmup = costs[costs.index.str.startswith("benchmarks/warmup/")]
+    assert len(warmup) == 10 and warmup["source"].str.endswith(": its count-5 job, the same steps").all()
+    for job, row in warmup.iterrows():
+        five = job.replace("/p", "/w5-p").replace("benchmarks/", "", 1)
+        assert row["wall_s"] == benchmark_wall(SLICE.parent / "h100/graph-capture/benchmarks" / five), job
+    rows = pd.read_csv(SLICE.parent / "h100/graph-capture/warmup.csv")
+    text = " ".join((SLICE / "README.md").read_text().split())
+    within, across = {}, {}
+    for mode, group in rows.groupby("mode"):
+        spreads = []
+        for row in group[group["warmup_steps"] == 5].itertuples():
+            steps = [*split_ms(row.warmup_times_ms), *split_ms(row.step_times_ms)]
+            medians = [statistics.median(steps[n : n + 10]) for n in (0, 1, 2, 5)]
+            spreads.append(max(medians) / min(medians))
+        within[mode] = f"{min(spreads):.3f}-{max(spreads):.3f}"
+        spread = group.groupby("warmup_steps")["median_ms"].agg(lambda s: s.max() / s.min())
+        across[mode] = f"{spread.min():.3f}-{spread.max():.3f}"
+    assert (
+        f"within {within['forward']}× of each other in the forward and {within['forward_backward']}× in forward + "
+        f"backward, process by process. Processes of one count differ by {across['forward']}× and "
+        f"{across['forward_backward']}×"
+    ) in text

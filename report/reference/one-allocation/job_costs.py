@@ -6,7 +6,8 @@ cuts/profile measured; then the jobs measured after the cuts (head-8f96bdc, head
 head-7bc5294, head-5cda776), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds
 replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges or measured after it
 (head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); last,
-the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378)."""
+the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
+warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs."""
 
 import re
 import sys
@@ -225,5 +226,16 @@ for base, source in (
     for tsv in sorted(base.rglob("*.tsv")):
         job = costs["job"] == "benchmarks/" + str(tsv.relative_to(base))
         costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
+# The warm-up study runs one process per (size, mode, process) since its counts are read from one
+# process's steps (section 11): that process runs what the count-5 job of the same process ran, five
+# steps and then the measured ones, each timed. So each is charged that job's cost, named in `source`,
+# and the per-count jobs, which no grid runs now, are dropped.
+per_count = costs["job"].str.extract(r"^(benchmarks/warmup/.+/)w(\d+)-p(\d+)\.tsv$")
+five = per_count[1] == "5"
+one_process = costs[five].assign(
+    job=per_count[0][five] + "p" + per_count[2][five] + ".tsv",
+    source=costs.loc[five, "source"] + ": its count-5 job, the same steps",
+)
+costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
