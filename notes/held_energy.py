@@ -44,7 +44,7 @@ class Timed(NamedTuple):
 def held_and_timed(run, device: torch.device, hold_s: float, timed_s: float, min_runs: int, gpu=None) -> Timed:
     """``run`` held for ``hold_s``, then timed over max(min_runs, the runs of about ``timed_s``)."""
     energy_j = _energy_counter(device)
-    steps, held_s = hold(run, device, hold_s, until_steady=False)
+    steps, held_s, _ = hold(run, device, hold_s, until_steady=False)
     n = max(min_runs, round(steps / held_s * timed_s))
     events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
     with sampled(gpu) if gpu is not None else contextlib.nullcontext() as clocks:

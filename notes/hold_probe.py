@@ -75,7 +75,7 @@ def main():
                 rules = ("windows", "probe") if r % 2 == 0 else ("probe", "windows")
                 for rule in rules:
                     before(device)
-                    _, held_s = hold(replay, device, 2.0, gpu=gpu if rule == "probe" else None)
+                    held_s = hold(replay, device, 2.0, gpu=gpu if rule == "probe" else None).seconds
                     got[rule].append((timed_ms(replay, device, args.steps), held_s))
             ratios = [p[0] / w[0] for p, w in zip(got["probe"], got["windows"], strict=True)]
             w_ms, w_s, p_ms, p_s = (

@@ -136,6 +136,15 @@ def test_out_of_memory_becomes_a_row(monkeypatch):
     status = {r["mode"]: r["status"] for r in rows}
     assert status == {"forward": "ok", "forward_backward": "ok", "train_step": "oom"}
     assert "Tried to allocate" in rows[-1]["note"]
+    windowed = BenchmarkSpec("nano", (8,), warmup_steps=0, warmup_windows=(0, 2), graphed=False, budget=Budget(2))
+    rows = run_benchmark(windowed, modes=("forward", "train_step"), device=CPU)  # an oom row for each count too
+    assert [(r["mode"], r["warmup_steps"], r["status"]) for r in rows] == [
+        ("forward", 0, "ok"),
+        ("forward", 2, "ok"),
+        ("train_step", 0, "oom"),
+        ("train_step", 2, "oom"),
+    ]
+    assert {r["warmup_windows"] for r in rows} == {"0;2"}
 
 
 def test_out_of_memory_while_building_the_model(monkeypatch):
@@ -146,6 +155,9 @@ def test_out_of_memory_while_building_the_model(monkeypatch):
     rows = run_benchmark(BenchmarkSpec("nano", (8, 16), budget=Budget(2, max_steps=2)), device=CPU)
     assert len(rows) == 6 and all(r["status"] == "oom" for r in rows)
     assert rows[0]["note"].startswith("model construction")
+    windowed = BenchmarkSpec("nano", (8,), warmup_steps=0, warmup_windows=(0, 1, 5), graphed=False)
+    rows = run_benchmark(windowed, modes=("forward",), device=CPU)
+    assert [r["warmup_steps"] for r in rows] == [0, 1, 5] and all(r["status"] == "oom" for r in rows)
 
 
 def test_write_rows_is_atomic(tmp_path, monkeypatch):

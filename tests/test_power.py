@@ -187,7 +187,14 @@ def test_a_hold_without_nvidia_smi_keeps_its_windows(tmp_path, monkeypatch):
     assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS and not far_below
 
 
-@pytest.mark.parametrize("sampler, timed", [("1980, 300.00, 700.00, 50, 0x0", 1), ("1965, 690.00, 700.00, 60, 0x4", 2)])
+@pytest.mark.parametrize(
+    "sampler, timed",
+    [
+        ("1980, 300.00, 700.00, 50, 0x1", 1),  # far below, idle between steps: the timing stands
+        ("1980, 530.00, 700.00, 60, 0x0", 2),  # 76% of the limit
+        ("1965, 400.00, 700.00, 60, 0x4", 2),  # the power cap's reason
+    ],
+)
 def test_a_block_timed_nearer_the_limit_than_its_probe_read_is_held_and_timed_again(
     sampler, timed, tmp_path, monkeypatch
 ):

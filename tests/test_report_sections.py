@@ -551,6 +551,4 @@ def test_the_warmup_intro_says_whether_each_setting_had_processes_of_its_own():
     assert warmup_intro(rows).startswith("Each setting runs in several fresh processes, so zero warm-up steps")
     windowed = warmup_intro(rows.assign(warmup_windows="0;5"))
     assert windowed.startswith("Each of several fresh processes times every step from its first")
-    assert (
-        "compared within each process, so zero warm-up steps means the measured steps include CUDA context" in windowed
-    )
+    assert "rows come from the same processes, so zero warm-up steps means the measured steps include CUDA" in windowed

@@ -234,7 +234,6 @@ wildcard_constraints:
     precision=alternatives(grid.PRECISIONS),
     compile=alternatives(grid.COMPILE_MODES),
     mode=alternatives(grid.MODES),
-    warmup=r"\d+",
     process=r"\d+",
 
 

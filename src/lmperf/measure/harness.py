@@ -121,10 +121,11 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         note = f"model construction: {str(error).splitlines()[0]}"
         free_memory(device)
         return [
-            {**base, "attention": a, "context_length": c, "mode": m, "status": "oom", "note": note, **env}
+            {**base, "attention": a, "context_length": c, "mode": m, "status": "oom", "note": note, **count, **env}
             for a in spec.attentions
             for c in spec.context_lengths
             for m in modes
+            for count in counted_columns(spec).values()
         ]
     base["params"] = count_parameters(model)
     log.info(f"built {spec.size} ({base['params']:,} parameters) on {device}")
@@ -148,17 +149,18 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
             point = {**base, "context_length": ctx, "mode": mode}
             held = partial(between_steps, model, optimizer, tokens, targets)
             forget_kernels()
-            counts_column = ";".join(map(str, spec.warmup_windows))
             for attention, result in time_point(step, model, spec, device, held, restore).items():
                 # one row, or with warmup_windows one row per warm-up count, each its window's columns
-                for counted, columns in result.pop("windows", {None: {}}).items():
+                # (an oom or error row once per count, as a process per count would have written it)
+                windows = result.pop("windows", {})
+                for counted, count in counted_columns(spec).items():
                     row = {
                         **point,
                         "attention": attention,
                         "attention_kernel": attention_kernel(attention),
                         **result,
-                        **columns,
-                        **({} if counted is None else {"warmup_steps": counted, "warmup_windows": counts_column}),
+                        **windows.get(counted, {}),
+                        **count,
                         **env,
                     }
                     if row["status"] == "ok":
@@ -330,6 +332,14 @@ def replay_in_turns(step, model, spec: BenchmarkSpec, device: torch.device, resu
         result.update(clocks.columns("graphed_"), **turn_columns(turns, "graphed_"))
         result["graphed_settle_s"] = sum(turn.settle_s for turn in turns)
     return False
+
+
+def counted_columns(spec: BenchmarkSpec) -> dict:
+    """The columns that set a row's warm-up count apart, by count: {None: {}} without warmup_windows."""
+    if not spec.warmup_windows:
+        return {None: {}}
+    column = ";".join(map(str, spec.warmup_windows))
+    return {w: {"warmup_steps": w, "warmup_windows": column} for w in spec.warmup_windows}
 
 
 def window(timings: Timings, warmup: int, steps: int) -> Timings:

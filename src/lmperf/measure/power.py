@@ -46,9 +46,10 @@ SETTLE_TOLERANCE = 0.005  # this fraction of each other: the clock has stopped m
 # ... or, sooner, until PROBE_S of samples of its work (instantaneous power, one every PROBE_INTERVAL_MS)
 # all stay below FAR_BELOW of the power limit, at the top SM clock, with no clock-event reason but idle:
 # there the power limit has nothing to lower, so the step already runs in the state its work keeps.
-# Those first samples can read low (a large train step at context 1024 read under 80% of the limit
-# and then drew 645 W, at the cap): a block timed after such a hold is checked against the power
-# sampled while it was timed (``Samples.nearer_the_limit``), and held by the windows and timed again if so.
+# Those first samples can read low (a large train step at context 1024 read under 80% of the limit,
+# then was timed at the power cap; its other turn drew 645 W): a block timed after such a hold is
+# checked against the power sampled while it was timed (``Samples.nearer_the_limit``), and held by
+# the windows and timed again if so.
 PROBE = ("power.draw.instant", "power.limit", "clocks.sm", "clocks.max.sm", "clocks_event_reasons.active")
 PROBE_S = 0.15
 PROBE_INTERVAL_MS = 20
@@ -198,7 +199,8 @@ class Samples:
     def nearer_the_limit(self) -> bool:
         """Whether any sample (``QUERY``'s) drew FAR_BELOW of the power limit or more, or saw a
         clock-event reason but idle: a block timed after a hold the probe ended, contradicting it.
-        A block too short for a sample contradicts nothing."""
+        A block too short for a sample contradicts nothing. ``power.draw`` averages about a second, so
+        a first sample may still carry the block before: at worst a block is timed again for nothing."""
         return any(power >= FAR_BELOW * limit or mask & ~IDLE for _, power, limit, _, mask in self.rows)
 
     def columns(self, prefix: str) -> dict:

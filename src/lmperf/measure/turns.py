@@ -63,7 +63,11 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
         log.info(
             f"{name}: timed at {clocks.columns('')['power_w']:.0f} W after a hold the probe ended: held and timed again"
         )
-        again = hold(step, device, settle_s)
+        try:
+            again = hold(step, device, settle_s)
+        except torch.OutOfMemoryError as error:
+            free_memory(device)
+            return Turn(Timings(error=error.with_traceback(None)), Samples(), held.steps, held.seconds)
         held = Held(held.steps + again.steps, held.seconds + again.seconds)
         with sampled(gpu) as clocks:
             timings = measure({name: step}, device, warmup_steps, budget, collect=False)[name]

@@ -500,8 +500,8 @@ def warmup_intro(warmup: pd.DataFrame) -> str:
     windowed = "warmup_windows" in warmup and warmup["warmup_windows"].notna().all()
     how = (
         "Each of several fresh processes times every step from its first, and each warm-up setting's row takes "
-        "that many of its first steps as warm-up and times the steps after them, so the settings are compared "
-        "within each process"
+        "that many of its first steps as warm-up and times the steps after them, so every setting's rows come from "
+        "the same processes"
         if windowed
         else "Each setting runs in several fresh processes"
     )
