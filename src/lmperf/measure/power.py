@@ -83,7 +83,8 @@ def hold(
 ) -> Held:
     """Run ``step`` back to back until its time per step stops moving, for at most ``seconds`` of wall
     time (at least once, and the step that crosses ``seconds`` runs to its end); return how many steps
-    ran and for how long. With ``until_steady=False``, for the whole ``seconds``.
+    ran, for how long, and whether a probe ended it (``Held``). With ``until_steady=False``, for the
+    whole ``seconds``.
 
     Why: the GPU's clock and power follow the work of the last seconds, and nvidia-smi's power on
     Hopper is an average over about a second. Without a hold, a replay timed right after its capture
