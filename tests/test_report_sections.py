@@ -548,7 +548,43 @@ def test_the_warmup_intro_says_whether_each_setting_had_processes_of_its_own():
     from lmperf.report.e2e_section import warmup_intro
 
     rows = pd.DataFrame({"warmup_steps": [0, 5], "commit": "abc", "device_type": "cuda"})
-    assert warmup_intro(rows).startswith("Each setting runs in several fresh processes, so zero warm-up steps")
+    assert warmup_intro(rows).startswith("Each setting runs in several fresh processes. Zero warm-up steps means")
     windowed = warmup_intro(rows.assign(warmup_windows="0;5"))
-    assert windowed.startswith("Each of several fresh processes times every step from its first")
-    assert "rows come from the same processes, so zero warm-up steps means the measured steps include CUDA" in windowed
+    assert windowed.startswith("Several fresh processes each time every step from their first.")
+    assert "rows come from the same processes. Zero warm-up steps means the measured steps include CUDA" in windowed
+
+
+def test_e2e_states_its_hold_rule_from_the_rows_with_the_probe_where_they_carry_it():
+    from lmperf.report.e2e_section import replay_turns
+
+    rows = pd.DataFrame({"status": "ok", "graphed_median_ms": [1.0], "graphed_turns": [2], "settle_seconds": [2.0]})
+    assert "held first until its time per step stops moving (at most 2.0 s), then timed" in replay_turns(rows)
+    probed = replay_turns(rows.assign(settle_far_below=0.75))
+    assert (
+        "stops moving, or sooner where its instantaneous power stays below 75% of the limit at the top SM clock "
+        "(a block then timed nearer the limit is held again and timed again) (at most 2.0 s)" in probed
+    )
+
+
+def test_what_the_first_steps_cost_reads_every_step_of_a_process_that_timed_every_count():
+    """Windowed rows: the largest count's row holds the process's steps from the first (warm-up, then
+    timed), so a short smoke grid still shows the first steps; older rows: the no-warm-up processes'."""
+    from lmperf.report.e2e_analysis import warmup_steps_cost
+
+    steps = ["9;3;2", "1;1;1;1;1"]  # a process's first three steps, then five timed
+    rows = pd.DataFrame(
+        {
+            "size": "nano",
+            "mode": "forward",
+            "status": "ok",
+            "warmup_steps": [0, 3],
+            "warmup_times_ms": [None, steps[0]],
+            "step_times_ms": ["9;3;2;1;1", steps[1]],
+            "warmup_windows": "0;3",
+        }
+    )
+    cost = warmup_steps_cost(rows, first_steps=2)
+    assert cost["median_ratio"].tolist() == [9.0, 3.0] and cost["processes"].tolist() == [1, 1]
+    older = warmup_steps_cost(rows.drop(columns="warmup_windows"), first_steps=2)  # the count-0 row: 5 steps
+    assert older["median_ratio"].tolist() == [9.0, 3.0]
+    assert warmup_steps_cost(rows.drop(columns="warmup_windows"), first_steps=5).empty  # too few steps alone

@@ -170,7 +170,9 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
                     log.info(
                         f"ctx {ctx:>6} {mode:>16} {attention:>12} {row['status']:>4} "
                         f"{row.get('median_ms', float('nan')):10.3f} ms"
-                        f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms {row['note']}"
+                        + (f" after {counted} warm-up steps" if counted is not None else "")
+                        + (f" graphed {row.get('graphed_median_ms', float('nan')):10.3f} ms" if spec.graphed else "")
+                        + f" {row['note']}"
                     )
             del step
             model.zero_grad(set_to_none=True)

@@ -63,8 +63,8 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
         log.info(
             f"{name}: timed at {clocks.columns('')['power_w']:.0f} W after a hold the probe ended: held and timed again"
         )
-        try:
-            again = hold(step, device, settle_s)
+        try:  # within the hold's time allowed, what the probe left of it
+            again = hold(step, device, max(settle_s - held.seconds, 0.0))
         except torch.OutOfMemoryError as error:
             free_memory(device)
             return Turn(Timings(error=error.with_traceback(None)), Samples(), held.steps, held.seconds)

@@ -193,15 +193,20 @@ def describe_trend(rho: float) -> str:
 
 
 def warmup_steps_cost(warmup: pd.DataFrame, first_steps: int = 5) -> pd.DataFrame:
-    """From the processes with no warm-up: each of the first steps over that process's steady median
-    (the median of its later steps), then the median and range of that ratio across processes, so
-    what the early steps cost stands apart from one process's host jitter."""
-    cold = ok(warmup[warmup["warmup_steps"] == 0])
+    """From each process's steps from its first: each of the first steps over that process's steady
+    median (the median of its later steps), then the median and range of that ratio across processes,
+    so what the early steps cost stands apart from one process's host jitter. A process that timed
+    every warm-up count (``warmup_windows``) gives all its steps in its largest count's row (warm-up,
+    then timed); otherwise the processes with no warm-up give theirs."""
+    rows = ok(warmup)
+    windowed = bool("warmup_windows" in rows and not rows.empty and rows["warmup_windows"].notna().all())
+    first = rows.groupby(["size", "mode"])["warmup_steps"].transform("max") if windowed else 0
+    cold = rows[rows["warmup_steps"] == first]
     out = []
     for (size, mode), group in cold.groupby(["size", "mode"]):
         ratios = []
         for row in group.itertuples():
-            steps = split_ms(row.step_times_ms)
+            steps = (split_ms(row.warmup_times_ms) if windowed else []) + split_ms(row.step_times_ms)
             if len(steps) > first_steps + 1:
                 steady = float(np.median(steps[first_steps:]))
                 ratios.append([s / steady for s in steps[:first_steps]])

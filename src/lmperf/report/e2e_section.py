@@ -373,7 +373,16 @@ def replay_turns(e2e: pd.DataFrame) -> str:
     if rows.empty:  # rows made before the replays took turns say nothing of it, as their report did not
         return ""
     turns, settle = int(rows["graphed_turns"].max()), setting(rows, "settle_seconds")
-    held = f"held first until its time per step stops moving (at most {num(settle, 1)} s), then " if settle else ""
+    far_below = setting(rows, "settle_far_below")
+    sooner = (
+        f", or sooner where its instantaneous power stays below {pct(far_below, 0)} of the limit at the top SM clock "
+        "(a block then timed nearer the limit is held again and timed again)"
+        if far_below > 0
+        else ""
+    )
+    held = (
+        f"held first until its time per step stops moving{sooner} (at most {num(settle, 1)} s), then " if settle else ""
+    )
     return (
         "Where a point times several attention variants, their launched steps are interleaved step by step, A B A B; "
         f"their replays take {plural(turns, 'turn')} in blocks, each {held}timed while the SM clock and "
@@ -499,16 +508,15 @@ def warmup_intro(warmup: pd.DataFrame) -> str:
     )
     windowed = "warmup_windows" in warmup and warmup["warmup_windows"].notna().all()
     how = (
-        "Each of several fresh processes times every step from its first, and each warm-up setting's row takes "
-        "that many of its first steps as warm-up and times the steps after them, so every setting's rows come from "
-        "the same processes"
+        "Several fresh processes each time every step from their first. A warm-up setting's row counts that "
+        "many of a process's first steps as warm-up and the measured steps after them as its timed steps, so "
+        "every setting's rows come from the same processes."
         if windowed
-        else "Each setting runs in several fresh processes"
+        else "Each setting runs in several fresh processes."
     )
     return (
-        f"{how}, so zero warm-up steps means the measured steps include "
-        f"{first}; the spread across processes shows how far one process's host speed moves the number. "
-        f"Warm-up rows: commit {commits}."
+        f"{how} Zero warm-up steps means the measured steps include {first}; the spread across processes shows how "
+        f"far one process's host speed moves the number. Warm-up rows: commit {commits}."
     )
 
 
