@@ -548,7 +548,7 @@ def test_the_warmup_intro_says_whether_each_setting_had_processes_of_its_own():
     from lmperf.report.e2e_section import warmup_intro
 
     rows = pd.DataFrame({"warmup_steps": [0, 5], "commit": "abc", "device_type": "cuda"})
-    assert warmup_intro(rows).startswith("Each setting runs in several fresh processes. Zero warm-up steps means")
+    assert warmup_intro(rows).startswith("Each setting runs in several fresh processes, so zero warm-up steps means")
     windowed = warmup_intro(rows.assign(warmup_windows="0;5"))
     assert windowed.startswith("Several fresh processes each time every step from their first.")
     assert "rows come from the same processes. Zero warm-up steps means the measured steps include CUDA" in windowed

@@ -326,7 +326,7 @@ def _warmup_bullets(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
             & (e2e["compile"] == "eager")
             & (e2e["context_length"] == settings["context_length"].iloc[0])
         ]
-        if len(point) and point["host_bound"].notna().all():
+        if len(point) and "host_bound" in point and point["host_bound"].notna().all():  # graphed (not on a CPU)
             p = point.iloc[0]
             line += (
                 f" The e2e study times this point at {num(p['graphed_median_ms'])} ms graphed against "
@@ -510,12 +510,12 @@ def warmup_intro(warmup: pd.DataFrame) -> str:
     how = (
         "Several fresh processes each time every step from their first. A warm-up setting's row counts that "
         "many of a process's first steps as warm-up and the measured steps after them as its timed steps, so "
-        "every setting's rows come from the same processes."
+        "every setting's rows come from the same processes. Zero"
         if windowed
-        else "Each setting runs in several fresh processes."
+        else "Each setting runs in several fresh processes, so zero"  # as rows made one process a setting read
     )
     return (
-        f"{how} Zero warm-up steps means the measured steps include {first}; the spread across processes shows how "
+        f"{how} warm-up steps means the measured steps include {first}; the spread across processes shows how "
         f"far one process's host speed moves the number. Warm-up rows: commit {commits}."
     )
 
