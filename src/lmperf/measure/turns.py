@@ -57,8 +57,12 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
     except torch.OutOfMemoryError as error:
         free_memory(device)
         return Turn(Timings(error=error.with_traceback(None)), Samples(), 0)
-    with sampled(gpu) as clocks:  # no full collection per block (measure's collect): 0.1-0.3 s each
-        timings = measure({name: step}, device, warmup_steps, budget, collect=False)[name]
+
+    def timed() -> tuple[Timings, Samples]:
+        with sampled(gpu) as clocks:  # no full collection per block (measure's collect): 0.1-0.3 s each
+            return measure({name: step}, device, warmup_steps, budget, collect=False)[name], clocks
+
+    timings, clocks = timed()
     if held.far_below and timings.error is None and clocks.nearer_the_limit():
         log.info(
             f"{name}: timed at {clocks.columns('')['power_w']:.0f} W after a hold the probe ended: held and timed again"
@@ -69,8 +73,7 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
             free_memory(device)
             return Turn(Timings(error=error.with_traceback(None)), Samples(), held.steps, held.seconds)
         held = Held(held.steps + again.steps, held.seconds + again.seconds)
-        with sampled(gpu) as clocks:
-            timings = measure({name: step}, device, warmup_steps, budget, collect=False)[name]
+        timings, clocks = timed()
     return Turn(timings, clocks, held.steps, held.seconds)
 
 
