@@ -561,9 +561,11 @@ def test_e2e_states_its_hold_rule_from_the_rows_with_the_probe_where_they_carry_
     assert "held first until its time per step stops moving (at most 2.0 s), then timed" in replay_turns(rows)
     probed = replay_turns(rows.assign(settle_far_below=0.75))
     assert (
-        "stops moving, or sooner where its instantaneous power stays below 75% of the limit at the top SM clock "
-        "(a block then timed nearer the limit is held again and timed again) (at most 2.0 s)" in probed
+        "stops moving (at most 2.0 s), or sooner where its instantaneous power stays below 75% of the limit at the "
+        "top SM clock (a block then timed nearer the limit is held again and timed again), then timed" in probed
     )
+    counted = replay_turns(rows.assign(settle_far_below=0.75, graphed_turn_retimed="0;1"))
+    assert "held again and timed again: 1 of 2 blocks here), then timed" in counted  # from the rows' flags
 
 
 def test_what_the_first_steps_cost_reads_every_step_of_a_process_that_timed_every_count():

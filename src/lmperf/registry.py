@@ -126,6 +126,7 @@ def held_in_turns(prefix: str) -> dict:
         "turn_clock_event_reasons": str,
         "settle_steps": int,
         "turn_settle_s": str,
+        "turn_retimed": str,
     }
     return {prefix + name: kind for name, kind in {**sampled, **turns}.items()}
 

@@ -31,13 +31,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Turn:
-    """One turn of a variant: its timed steps, the GPU's clock and power meanwhile, and how many
-    untimed steps held it first, for how long."""
+    """One turn of a variant: its timed steps, the GPU's clock and power meanwhile, how many untimed
+    steps held it first, for how long, and whether it was timed a second time (``timed_block``)."""
 
     timings: Timings
     clocks: Samples
     settle_steps: int
     settle_s: float = 0.0
+    retimed: bool = False
 
     @property
     def median_ms(self) -> float:
@@ -74,6 +75,7 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
             return Turn(Timings(error=error.with_traceback(None)), Samples(), held.steps, held.seconds)
         held = Held(held.steps + again.steps, held.seconds + again.seconds)
         timings, clocks = timed()
+        return Turn(timings, clocks, held.steps, held.seconds, retimed=True)
     return Turn(timings, clocks, held.steps, held.seconds)
 
 
@@ -89,8 +91,9 @@ def pooled(turns: list[Turn]) -> tuple[Timings, Samples]:
 
 
 def turn_columns(turns: list[Turn], prefix: str = "replay_") -> dict:
-    """Each turn's median step, SM clock, power, temperature and clock-event reasons, ';'-separated:
-    whether the turns agree, and if not, what held the clock down."""
+    """Each turn's median step, SM clock, power, temperature, clock-event reasons, hold and whether it
+    was timed again (1) or not (0), ';'-separated: whether the turns agree, and if not, what held the
+    clock down."""
     clocks = [turn.clocks.columns("") for turn in turns]
     return {
         f"{prefix}turns": len(turns),
@@ -101,4 +104,5 @@ def turn_columns(turns: list[Turn], prefix: str = "replay_") -> dict:
         f"{prefix}turn_clock_event_reasons": ";".join(c["clock_event_reasons"] for c in clocks),
         f"{prefix}settle_steps": sum(turn.settle_steps for turn in turns),
         f"{prefix}turn_settle_s": ";".join(f"{turn.settle_s:.2f}" for turn in turns),
+        f"{prefix}turn_retimed": ";".join(str(int(turn.retimed)) for turn in turns),
     }

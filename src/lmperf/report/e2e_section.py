@@ -24,6 +24,7 @@ from lmperf.report.e2e_analysis import (
     trend_with_size,
     warmup_steps_cost,
 )
+from lmperf.report.holds import sooner_clause
 from lmperf.report.markdown import num, ok, pct, plural, ratio, share, span, table, text
 from lmperf.report.style import MODE_LABELS, sort_by_size
 
@@ -373,15 +374,9 @@ def replay_turns(e2e: pd.DataFrame) -> str:
     if rows.empty:  # rows made before the replays took turns say nothing of it, as their report did not
         return ""
     turns, settle = int(rows["graphed_turns"].max()), setting(rows, "settle_seconds")
-    far_below = setting(rows, "settle_far_below")
-    sooner = (
-        f", or sooner where its instantaneous power stays below {pct(far_below, 0)} of the limit at the top SM clock "
-        "(a block then timed nearer the limit is held again and timed again)"
-        if far_below > 0
-        else ""
-    )
+    sooner = sooner_clause(rows)
     held = (
-        f"held first until its time per step stops moving{sooner} (at most {num(settle, 1)} s), then " if settle else ""
+        f"held first until its time per step stops moving (at most {num(settle, 1)} s){sooner}, then " if settle else ""
     )
     return (
         "Where a point times several attention variants, their launched steps are interleaved step by step, A B A B; "

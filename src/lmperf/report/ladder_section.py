@@ -12,6 +12,7 @@ from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM
 from lmperf.measure.settings import setting
 from lmperf.measure.stats import ratio_ci, resolved, split_ms
 from lmperf.report.attention_kernels import kernels_sentence
+from lmperf.report.holds import sooner_clause
 from lmperf.report.markdown import drop_empty, num, pct, plural, ratio, share, table, text
 from lmperf.report.style import sort_by_size
 
@@ -241,15 +242,10 @@ def held_for(rows: pd.DataFrame) -> tuple[float, str]:
     windows, window_s, tolerance = (
         setting(ruled, c) for c in ("settle_windows", "settle_window_s", "settle_tolerance")
     )
-    far_below = setting(ruled, "settle_far_below")
-    sooner = (
-        f", or sooner where its instantaneous power stayed below {pct(far_below, 0)} of the limit at the top SM clock"
-        if far_below > 0
-        else ""
-    )
+    sooner = sooner_clause(ruled, present=False)
     return cap, (
         f"until its time per step stopped moving ({plural(int(windows), 'window')} of {num(window_s, 2)} s in a "
-        f"row with medians within {pct(tolerance, 1)}{sooner}): {num(statistics.median(held), 2)} s median, "
+        f"row with medians within {pct(tolerance, 1)}){sooner}: {num(statistics.median(held), 2)} s median, "
         f"{num(max(held), 2)} s at most, of the {num(cap, 0)} s allowed"
     )
 
