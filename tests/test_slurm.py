@@ -1,9 +1,10 @@
 """The pipeline on a real Slurm: munge, slurmctld and slurmd started on this machine (Debian's
 packages, installed by .ci/run), one node with two fake GPUs (GRES files the test creates).
 
-- the smoke grid through profiles/slurm-cpu: every measuring job goes through sbatch, completes,
-  runs its command once, asks for no GPU and is charged to the profile's account (none guessed);
-  the report is made;
+- a finished smoke run with four studies forced to run again through profiles/slurm-cpu (one job
+  each of a study, a torchrun study with its ranks, and the skipped rows of a GPU-only study): every
+  measuring job goes through sbatch, completes, runs its command once, asks for no GPU and is
+  charged to the profile's account (none guessed); the report is made again from their rows;
 - profiles/slurm's requests, on the fake GPUs: GPUs where a job uses them, one task per job;
 - a study that fails shows its log and its error; a job past its time limit leaves nothing behind
   and `--rerun-incomplete` finishes it.
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, copy_pipeline, dry_run_jobs, import_recorder, recorded_processes, snakemake
+from conftest import ROOT, clone_run, copy_pipeline, dry_run_jobs, import_recorder, recorded_processes, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -176,14 +177,27 @@ def run(cluster, workdir, *args, check=True):
     )
 
 
-def test_the_smoke_grid_runs_through_slurm(cluster, tmp_path):
-    workdir = copy_pipeline(tmp_path)
+# Rules whose smoke jobs take seconds: a single-process study, torchrun studies (their ranks in one
+# Slurm task) and a GPU-only study that writes skipped rows on a CPU. The rest of the smoke grid runs
+# the same way through the same profile; running all of it again here takes as long as the smoke run.
+FORCED = ("precision", "allreduce", "ddp_sharding", "flash_leaderboard")
+
+
+def test_measuring_jobs_run_through_slurm_and_the_report_is_remade(cluster, smoke_run, tmp_path):
+    workdir = clone_run(smoke_run, tmp_path)
+    shutil.rmtree(workdir / "imports")  # the smoke run's own processes: only this run's are counted
+    measuring = [j for j in dry_run_jobs(workdir, "--forcerun", *FORCED, "--config", "grid=smoke") if j["benchmark"]]
+    assert {j["rule"] for j in measuring} == set(FORCED) and len(measuring) >= 4
+    before = (workdir / "report/final.md").stat().st_mtime
     # two jobs at a time: the node is this 2-core machine (the profile's 16 are for a real partition)
-    proc = run(cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", "report/final.md", "--jobs", "2")
-    assert (workdir / "report/final.md").read_text().startswith("# lmperf report")
+    proc = run(
+        cluster, workdir, "--workflow-profile", "profiles/slurm-cpu", "report/final.md", "--jobs", "2",
+        "--forcerun", *FORCED,
+    )  # fmt: skip
+    report = workdir / "report/final.md"
+    assert report.read_text().startswith("# lmperf report") and report.stat().st_mtime > before
     assert "SLURM account" not in proc.stdout + proc.stderr  # the plugin guesses one where none is named
 
-    measuring = [j for j in dry_run_jobs(workdir, "--forceall", "--config", "grid=smoke") if j["benchmark"]]
     jobs = slurm_jobs(cluster)
     assert len(jobs) == len(measuring)  # each through sbatch; aggregation, figures, report stay local
     assert {j["JobState"] for j in jobs.values()} == {"COMPLETED"}
