@@ -1,6 +1,30 @@
 """One small CLI per kind of target: ``python -m lmperf.studies.<study> ... --out PATH``."""
 
 import argparse
+import logging
+import os
+import sys
+
+from lmperf.log import to_stderr
+
+
+def run(main, leave_at_once: bool = True) -> None:
+    """Run a study as a job: its log to stderr, ``main()``, then, where ``leave_at_once``, the process
+    ends without Python's finalization.
+
+    Why: finalizing an interpreter that imported torch takes a second or two, more after
+    torch.compile (Inductor's compile workers), and a job holds its GPU until its process ends. By
+    then every output is written and renamed into place (lmperf.measure.rows) and the log flushed, so
+    nothing is lost. An exception or ``SystemExit`` in ``main()`` ends the job as usual, with its
+    traceback and exit status. A process whose exit something else waits on to finish its own work
+    (the profile's child under nsys, which writes its trace as the process ends) passes False."""
+    to_stderr()
+    main()
+    if leave_at_once:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def int_list(text: str, least: int = 1) -> tuple[int, ...]:

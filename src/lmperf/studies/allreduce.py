@@ -23,8 +23,8 @@ import torch
 import torch.distributed as dist
 
 from lmperf.distributed.ranks import slowest_rank
-from lmperf.log import to_stderr
 from lmperf.measure import PhaseClock, fingerprint, summarize_ms, synchronize, write_rows
+from lmperf.studies import run
 
 log = logging.getLogger(__name__)
 
@@ -133,5 +133,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

@@ -17,10 +17,9 @@ import torch
 
 from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
-from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, resolve_device, summarize_ms, time_once, write_rows
 from lmperf.measure.phases import phase
-from lmperf.studies import int_list
+from lmperf.studies import int_list, run
 
 log = logging.getLogger(__name__)
 
@@ -127,5 +126,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

@@ -45,7 +45,6 @@ from lmperf import grid
 from lmperf.distributed import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, ShardedOptimizer
 from lmperf.distributed.ddp import BF16, bucketed_settings
 from lmperf.distributed.ranks import all_agree, slowest_rank
-from lmperf.log import to_stderr
 from lmperf.measure import (
     Budget,
     PhaseClock,
@@ -61,6 +60,7 @@ from lmperf.measure import (
 )
 from lmperf.measure.stats import join_ms
 from lmperf.model import count_parameters, make_optimizer
+from lmperf.studies import run
 from lmperf.training import build_model, make_step
 
 log = logging.getLogger(__name__)
@@ -507,5 +507,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

@@ -11,11 +11,10 @@ compiled) once, and the attention variants take turns on that one model (lmperf.
 import argparse
 
 from lmperf.attention import ATTENTION
-from lmperf.log import to_stderr
 from lmperf.measure import Budget, resolve_device, write_rows
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.model import OPTIMIZERS, SIZES
-from lmperf.studies import choice_list, counts, int_list
+from lmperf.studies import choice_list, counts, int_list, run
 from lmperf.training import MODES, PRECISIONS
 
 
@@ -94,5 +93,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

@@ -37,13 +37,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf import grid
 from lmperf.attention import FlashAttentionPyTorch, attention_kernel, forget_kernels, naive_attention
-from lmperf.log import to_stderr
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, host_bound, release_cached, write_rows
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import HOST_BOUND, graph_pool
-from lmperf.studies import int_list
+from lmperf.studies import int_list, run
 
 log = logging.getLogger(__name__)
 
@@ -467,5 +466,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

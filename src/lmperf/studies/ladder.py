@@ -49,7 +49,6 @@ import torch
 from lmperf.attention import attention_kernel, forget_kernels
 from lmperf.kernels.fused_cross_entropy import fused_cross_entropy
 from lmperf.kernels.fused_rmsnorm import FusedNormsLM
-from lmperf.log import to_stderr
 from lmperf.measure import (
     Budget,
     GraphUnavailable,
@@ -70,6 +69,7 @@ from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
+from lmperf.studies import run
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
 
 log = logging.getLogger(__name__)
@@ -786,5 +786,4 @@ def check_timed(
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

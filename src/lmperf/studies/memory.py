@@ -31,7 +31,6 @@ import pandas as pd
 import torch
 
 from lmperf import grid
-from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, resolve_device, synchronize, write_rows
 from lmperf.measure.rows import atomic_path, write_csv_atomic
 from lmperf.memory_trace import (
@@ -49,6 +48,7 @@ from lmperf.memory_trace import (
     timeline_series,
 )
 from lmperf.model import count_parameters, make_optimizer, model_config
+from lmperf.studies import run
 from lmperf.training import build_model, make_step, random_batch
 
 log = logging.getLogger(__name__)
@@ -266,5 +266,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

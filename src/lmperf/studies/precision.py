@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 
 from lmperf import grid
-from lmperf.log import to_stderr
 from lmperf.measure import fingerprint, write_rows
+from lmperf.studies import run
 
 # (accumulator dtype, summand dtype, cast summand to the accumulator's dtype before adding)
 ACCUMULATION_CASES = [
@@ -173,5 +173,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main)

@@ -41,12 +41,11 @@ import pandas as pd
 import torch
 
 from lmperf import grid, ranges
-from lmperf.log import to_stderr
 from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, resolve_device, summarize_ms, write_rows
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
 from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
-from lmperf.studies import choice_list, int_list
+from lmperf.studies import choice_list, int_list, run
 from lmperf.training import build_model, make_step, random_batch
 
 log = logging.getLogger(__name__)
@@ -320,5 +319,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    to_stderr()
-    main()
+    run(main, leave_at_once="--capture-json" not in sys.argv)  # the child under nsys ends as usual
