@@ -400,10 +400,10 @@ def test_snakemake_report_holds_every_figure_and_the_report(smoke_run, tmp_path)
 def test_every_measuring_job_says_where_its_time_went(smoke_run):
     """Each job's split (start, build, warm-up, ..., other) sums to its benchmark's wall time, less the
     processes' exit (the split ends at the job's last write): at most a few percent of a job, or a few
-    seconds on the smoke grid's short jobs. Exiting is torch's teardown and Inductor's compile workers,
-    about 1-2.5 s a process on a loaded 2-core machine; a torchrun job (all-reduce, DDP) exits twice
-    over, its ranks' process group and then the launcher, up to 4 s there. And the report shows the
-    split per study."""
+    seconds on the smoke grid's short jobs. A study's process skips Python's teardown (0.1-0.2 s here,
+    where the teardown took 1-2.5 s on a loaded 2-core machine); a torchrun job (all-reduce, DDP) also
+    waits for its launcher, which exits as usual (about 2 s here). And the report shows the split per
+    study."""
     cost = pd.read_csv(smoke_run / "results/cost.csv")
     assert cost["start_s"].notna().all(), cost.loc[cost["start_s"].isna(), "job"].tolist()  # every job wrote one
     split_s = cost[[c for c in cost if c.endswith("_s") and c not in ("wall_s", "exit_s")]].sum(axis=1)

@@ -1,7 +1,7 @@
 """One small CLI per kind of target: ``python -m lmperf.studies.<study> ... --out PATH``."""
 
 import argparse
-import logging
+import atexit
 import os
 import sys
 
@@ -9,19 +9,21 @@ from lmperf.log import to_stderr
 
 
 def run(main, leave_at_once: bool = True) -> None:
-    """Run a study as a job: its log to stderr, ``main()``, then, where ``leave_at_once``, the process
-    ends without Python's finalization.
+    """Run a study as a job: its log to stderr, ``main()``, then, where ``leave_at_once``, what was
+    registered to run at exit (``atexit``: logging's flush among it) and an immediate end, without
+    the rest of Python's finalization.
 
-    Why: finalizing an interpreter that imported torch takes a second or two, more after
-    torch.compile (Inductor's compile workers), and a job holds its GPU until its process ends. By
-    then every output is written and renamed into place (lmperf.measure.rows) and the log flushed, so
-    nothing is lost. An exception or ``SystemExit`` in ``main()`` ends the job as usual, with its
-    traceback and exit status. A process whose exit something else waits on to finish its own work
-    (the profile's child under nsys, which writes its trace as the process ends) passes False."""
+    Why: tearing down an interpreter that imported torch takes a second or two, more after
+    torch.compile, and a job holds its GPU until its process ends; the exit handlers take
+    milliseconds (notes/one-allocation.md, section 16). By then every output is written and renamed
+    into place (lmperf.measure.rows), so nothing is lost. An exception or ``SystemExit`` in ``main()``
+    ends the job as usual, with its traceback and exit status. A process whose exit something outside
+    Python waits on (the profile's child under nsys, whose trace is written as the process ends)
+    passes False."""
     to_stderr()
     main()
     if leave_at_once:
-        logging.shutdown()
+        atexit._run_exitfuncs()  # CPython's own call at exit: no public API runs the handlers
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
