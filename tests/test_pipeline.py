@@ -401,15 +401,15 @@ def test_every_measuring_job_says_where_its_time_went(smoke_run):
     """Each job's split (start, build, warm-up, ..., other) sums to its benchmark's wall time, less the
     processes' exit (the split ends at the job's last write): at most a few percent of a job, or a few
     seconds on the smoke grid's short jobs. A study's process skips Python's teardown (0.1-0.2 s here,
-    where the teardown took 1-2.5 s on a loaded 2-core machine); a torchrun job (all-reduce, DDP) also
-    waits for its launcher, which exits as usual (about 2 s here). And the report shows the split per
-    study."""
+    where the teardown took 0.9-4.7 s on a loaded 2-core machine: notes/one-allocation.md, section 16);
+    a torchrun job (all-reduce, DDP) also waits for its launcher, which exits as usual (about 2 s here).
+    And the report shows the split per study."""
     cost = pd.read_csv(smoke_run / "results/cost.csv")
     assert cost["start_s"].notna().all(), cost.loc[cost["start_s"].isna(), "job"].tolist()  # every job wrote one
     split_s = cost[[c for c in cost if c.endswith("_s") and c not in ("wall_s", "exit_s")]].sum(axis=1)
     assert (split_s <= cost["wall_s"] + 0.05).all()  # the split cannot outlast the job
-    exits = cost["study"].isin(["allreduce", "ddp"]).map({True: 2, False: 1})  # torchrun's launcher and ranks
-    assert (cost["wall_s"] - split_s <= 0.05 * cost["wall_s"] + 3.0 * exits).all(), cost.assign(split_s=split_s)
+    ending_s = cost["study"].isin(["allreduce", "ddp"]).map({True: 5.0, False: 1.0})  # torchrun's launcher, or not
+    assert (cost["wall_s"] - split_s <= 0.05 * cost["wall_s"] + ending_s).all(), cost.assign(split_s=split_s)
     assert (cost["timed_s"] > 0).sum() >= len(cost) // 2  # the phases are marked, not all "other"
     report = (smoke_run / "report/final.md").read_text()
     cost_section = report.split("## Cost of this run", 1)[1]

@@ -2,30 +2,34 @@
 
 import argparse
 import atexit
+import ctypes
 import os
 import sys
 
 from lmperf.log import to_stderr
 
 
-def run(main, leave_at_once: bool = True) -> None:
+def run_study(main, leave_at_once: bool = True) -> None:
     """Run a study as a job: its log to stderr, ``main()``, then, where ``leave_at_once``, what was
-    registered to run at exit (``atexit``: logging's flush among it) and an immediate end, without
-    the rest of Python's finalization.
+    registered to run at exit (``atexit``: logging's flush among it), the stdio buffers flushed
+    (Python's and C's, which libraries print through), and an immediate end, without the rest of
+    Python's finalization.
 
     Why: tearing down an interpreter that imported torch takes a second or two, more after
     torch.compile, and a job holds its GPU until its process ends; the exit handlers take
     milliseconds (notes/one-allocation.md, section 16). By then every output is written and renamed
-    into place (lmperf.measure.rows), so nothing is lost. An exception or ``SystemExit`` in ``main()``
-    ends the job as usual, with its traceback and exit status. A process whose exit something outside
-    Python waits on (the profile's child under nsys, whose trace is written as the process ends)
-    passes False."""
+    into place (lmperf.measure.rows). What is skipped: objects' finalizers and joining non-daemon
+    threads, which no study leaves running. An exception or ``SystemExit`` in ``main()`` ends the job
+    as usual, with its traceback and exit status. A process whose exit something outside Python
+    waits on (the profile's child under nsys, whose trace is written as the process ends) passes
+    False."""
     to_stderr()
     main()
     if leave_at_once:
         atexit._run_exitfuncs()  # CPython's own call at exit: no public API runs the handlers
         sys.stdout.flush()
         sys.stderr.flush()
+        ctypes.CDLL(None).fflush(None)  # C's stdio buffers, which os._exit does not flush
         os._exit(0)
 
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from lmperf.distributed.ranks import slowest_rank
 from lmperf.measure import PhaseClock, fingerprint, summarize_ms, synchronize, write_rows
-from lmperf.studies import run
+from lmperf.studies import run_study
 
 log = logging.getLogger(__name__)
 
@@ -133,4 +133,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

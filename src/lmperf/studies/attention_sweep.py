@@ -19,7 +19,7 @@ from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
 from lmperf.measure import fingerprint, resolve_device, summarize_ms, time_once, write_rows
 from lmperf.measure.phases import phase
-from lmperf.studies import int_list, run
+from lmperf.studies import int_list, run_study
 
 log = logging.getLogger(__name__)
 
@@ -126,4 +126,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

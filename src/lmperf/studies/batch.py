@@ -15,7 +15,7 @@ from lmperf.attention import ATTENTION
 from lmperf.measure import Budget, resolve_device, write_rows
 from lmperf.measure.harness import BenchmarkSpec, run_benchmark
 from lmperf.model import OPTIMIZERS, SIZES
-from lmperf.studies import int_list, run
+from lmperf.studies import int_list, run_study
 from lmperf.training import PRECISIONS
 
 
@@ -74,4 +74,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

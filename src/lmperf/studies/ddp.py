@@ -60,7 +60,7 @@ from lmperf.measure import (
 )
 from lmperf.measure.stats import join_ms
 from lmperf.model import count_parameters, make_optimizer
-from lmperf.studies import run
+from lmperf.studies import run_study
 from lmperf.training import build_model, make_step
 
 log = logging.getLogger(__name__)
@@ -507,4 +507,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

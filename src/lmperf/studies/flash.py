@@ -42,7 +42,7 @@ from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import HOST_BOUND, graph_pool
-from lmperf.studies import int_list, run
+from lmperf.studies import int_list, run_study
 
 log = logging.getLogger(__name__)
 
@@ -466,4 +466,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

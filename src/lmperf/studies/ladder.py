@@ -69,7 +69,7 @@ from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
-from lmperf.studies import run
+from lmperf.studies import run_study
 from lmperf.training import build_model, compile_blocks, make_step, random_batch, use_attention
 
 log = logging.getLogger(__name__)
@@ -786,4 +786,4 @@ def check_timed(
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

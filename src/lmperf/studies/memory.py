@@ -48,7 +48,7 @@ from lmperf.memory_trace import (
     timeline_series,
 )
 from lmperf.model import count_parameters, make_optimizer, model_config
-from lmperf.studies import run
+from lmperf.studies import run_study
 from lmperf.training import build_model, make_step, random_batch
 
 log = logging.getLogger(__name__)
@@ -266,4 +266,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

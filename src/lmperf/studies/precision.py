@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from lmperf import grid
 from lmperf.measure import fingerprint, write_rows
-from lmperf.studies import run
+from lmperf.studies import run_study
 
 # (accumulator dtype, summand dtype, cast summand to the accumulator's dtype before adding)
 ACCUMULATION_CASES = [
@@ -173,4 +173,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    run_study(main)

@@ -45,7 +45,7 @@ from lmperf.measure import Budget, fingerprint, free_memory, measure, nsys, reso
 from lmperf.measure.kernels import in_measured_steps, kernel_table, spans_by_name
 from lmperf.measure.phases import phase
 from lmperf.model import make_optimizer
-from lmperf.studies import choice_list, int_list, run
+from lmperf.studies import choice_list, int_list, run_study
 from lmperf.training import build_model, make_step, random_batch
 
 log = logging.getLogger(__name__)
@@ -319,4 +319,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    run(main, leave_at_once="--capture-json" not in sys.argv)  # the child under nsys ends as usual
+    child = any(a.split("=")[0] == "--capture-json" for a in sys.argv)
+    run_study(main, leave_at_once=not child)  # the child under nsys ends as usual
