@@ -168,6 +168,11 @@ def slurm_jobs(cluster) -> dict[str, dict]:
     return jobs
 
 
+def rule_of(job: dict) -> str:
+    """The rule a Slurm job ran, from the comment the executor plugin gives it (rule_<rule>_wildcards_...)."""
+    return re.fullmatch(r"rule_(\w+?)(_wildcards_.*)?", job.get("Comment", "")).group(1)
+
+
 def run(cluster, workdir, *args, check=True):
     """Snakemake against the test cluster, every process recording itself; status checked every 5 s
     (the plugin's 40 s suits a busy cluster, not a test that waits on each job)."""
@@ -200,10 +205,7 @@ def test_measuring_jobs_run_through_slurm_and_the_report_is_remade(cluster, smok
 
     jobs = slurm_jobs(cluster)
     assert len(jobs) == len(measuring)  # each through sbatch; aggregation, figures, report stay local
-    submitted = sorted(
-        re.fullmatch(r"rule_(\w+?)(_wildcards_.*)?", j.get("Comment", "")).group(1) for j in jobs.values()
-    )
-    assert submitted == sorted(j["rule"] for j in measuring)
+    assert sorted(map(rule_of, jobs.values())) == sorted(j["rule"] for j in measuring)
     assert {j["JobState"] for j in jobs.values()} == {"COMPLETED"}
     assert all(j["NumTasks"] == "1" and "gpu" not in j.get("TresPerJob", "") for j in jobs.values())
     # Slurm places the jobs, not the `device` count of the host that runs Snakemake: two were in flight at once
@@ -242,7 +244,7 @@ def test_the_gpu_profile_asks_for_gpus_where_jobs_use_them(cluster, tmp_path):
     account = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())["default-resources"]["slurm_account"]
     assert {j["Account"] for j in jobs} == {account}
     for rule, gpus in targets.values():
-        (job,) = [j for j in jobs if re.fullmatch(rf"rule_{rule}(_wildcards_.*)?", j.get("Comment", ""))]
+        (job,) = [j for j in jobs if rule_of(j) == rule]
         assert job["JobState"] == "COMPLETED" and job["NumTasks"] == "1" and job["Partition"] == "gpu"
         assert job.get("TresPerJob", "") == (f"gres:gpu:h100:{gpus}" if gpus else ""), rule
 
