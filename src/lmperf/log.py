@@ -4,8 +4,8 @@ Progress and warnings go through ``logging``, each module to its own logger
 (``logging.getLogger(__name__)``); every ``python -m lmperf...`` entry point calls ``to_stderr()``
 once, before its ``main()`` (a study through ``lmperf.studies.run_study``). A job's log (the rule's
 ``log:`` file, which takes stdout and stderr) then shows each line's time, level and module, and the
-phases the job enters (``lmperf.measure.phases``), so a job that runs long shows where it is. Of a multi-process job
-(torchrun's ranks) rank 0 logs progress and the others warnings only.
+phases the job enters (``lmperf.measure.phases``), so a job that runs long shows where it is. Of a
+multi-process job (torchrun's ranks) rank 0 logs progress and the others warnings only.
 """
 
 import logging

@@ -14,9 +14,9 @@ job whose rows were measured on a CPU (``device_type``) held none, so a CPU-only
 
 Where the time went: each job's ``benchmarks/<target>.cost.csv`` (lmperf.measure.phases), beside its
 benchmark file, splits it into start, build, warm-up, capture, settle, timed, profile, write and
-other; ``exit`` is the rest of the
-benchmark's wall time: the processes ending after the last write (a study's job ends without Python's
-finalization, lmperf.studies.run_study; torchrun's launcher, around a multi-process job, ends as usual).
+other; ``exit`` is the rest of the benchmark's wall time: the processes ending after the last write (a
+study's job ends without Python's finalization, lmperf.studies.run_study; torchrun's launcher, around a
+multi-process job, ends as usual).
 The same files give each job's start, GPUs and host, so the section also says how long the run took
 from its first job's start to its last job's end, and on which GPUs.
 """
