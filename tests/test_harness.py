@@ -296,6 +296,27 @@ def test_a_variant_that_breaks_the_weights_is_an_error_row_and_the_rest_stay_fin
     assert list(rows["attention"]) == ["naive", "sdpa"] * 4  # rows keep the variants' order
 
 
+def test_the_weights_are_drawn_once_however_often_they_are_restored(monkeypatch):
+    """Drawing a 2.7B model's weights again took about 27 s a restore: they are drawn on the first
+    restore and kept, so a job whose variant breaks the weights at every point draws them once, and
+    every restore brings back the same initial weights."""
+    sdpa_breaks_the_weights(monkeypatch, mode="train_step")  # in its warm-up, at each of the two contexts
+    drawn, restored, build, load = [], [], harness.build_model, torch.nn.Module.load_state_dict
+    monkeypatch.setattr(harness, "build_model", lambda *a, **k: drawn.append(a[2]) or build(*a, **k))
+
+    def loading(module, state, *args, **kwargs):
+        restored.append({name: tensor.clone() for name, tensor in state.items()})
+        return load(module, state, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "load_state_dict", loading)
+    spec = BenchmarkSpec("nano", (8, 16), attentions=("naive", "sdpa"), warmup_steps=1, budget=Budget(2, max_steps=2))
+    run_benchmark(spec, modes=("train_step",), device=CPU)
+    assert len(restored) == 2 and drawn == [CPU, CPU]  # the model, then the weights for both restores
+    expected = build("nano", 16, CPU).state_dict()
+    for state in restored:
+        assert state.keys() == expected.keys() and all(torch.equal(state[k], expected[k]) for k in expected)
+
+
 def test_a_timed_step_that_breaks_the_weights_is_found_by_timing_each_variant_alone(monkeypatch):
     """Broken during the timed steps, where the variants interleave: each variant is timed again alone
     from the initial weights; the one that breaks them is the error row, the other's row says it was

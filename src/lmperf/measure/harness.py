@@ -133,11 +133,17 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         compile_blocks(model)
     optimizer = make_optimizer(spec.optimizer, model.parameters())
 
+    initial = {}  # the weights restore() copies back, drawn on its first call
+
     def restore() -> None:
-        """Finite weights back, initialized again from the same seed (on the CPU, so not the draw the
-        GPU made: the same distribution) and copied in place, so compiled blocks and graphs keep their
-        addresses; and an empty optimizer state."""
-        model.load_state_dict(build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict())
+        """Finite weights back, copied in place, so compiled blocks and graphs keep their addresses; and
+        an empty optimizer state. The weights are drawn again from the same seed on the CPU (not the
+        draw the GPU made: the same distribution) on the first call and kept in host memory for the
+        next: at 2.7B, drawing them took about 27 s, and a point whose variants break them restores
+        more than once (notes/one-allocation.md, section 17)."""
+        if not initial:
+            initial.update(build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict())
+        model.load_state_dict(initial)
         optimizer.state.clear()
         log.warning("the weights became non-finite: weights from the same seed are restored")
 
