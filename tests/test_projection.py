@@ -16,6 +16,7 @@ from lmperf.measure.stats import split_ms
 from lmperf.report.projection import job_list, kind, makespan, priorities, project, summary
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
+SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's section 12
 
 
 def benchmark_wall(tsv) -> float:
@@ -182,15 +183,17 @@ def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_p
 
 def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree():
     """cuts/e2e: the after / before wall time of the one job measured both ways is the ratio that
-    job_costs.csv applies to every fp32 e2e job not measured since (two at head-a41e378), and the
+    job_costs.csv applies to every fp32 e2e job not measured since (two at head-a41e378, three in
+    section 12), and the
     README's; the two sides' naive medians agree (inside the other's CI or within 1%), as the README
     says."""
     cut = SLICE / "cuts/e2e"
     walls = [benchmark_wall(cut / side / "benchmarks/e2e/small/fp32-compiled.tsv") for side in ("after", "before")]
     ratio = walls[0] / walls[1]
     costs = pd.read_csv(SLICE / "job_costs.csv")
-    fp32 = costs[costs["job"].str.match(r"benchmarks/e2e/[^/]+/fp32-") & (costs["source"] != "head-a41e378")]
-    assert len(fp32) == 8 and fp32["source"].str.contains(f"x {ratio:.3f} (cuts/e2e)", regex=False).all()
+    measured_since = costs["source"].isin(["head-a41e378", *SECTION_12])
+    fp32 = costs[costs["job"].str.match(r"benchmarks/e2e/[^/]+/fp32-") & ~measured_since]
+    assert len(fp32) == 5 and fp32["source"].str.contains(f"x {ratio:.3f} (cuts/e2e)", regex=False).all()
     assert f"after / before ratio, {ratio:.3f}" in " ".join((SLICE / "README.md").read_text().split())
     before, after = (pd.read_csv(cut / side / "rows/e2e/small/fp32-compiled.csv") for side in ("before", "after"))
     assert set(after["attention"]) == {"naive"} and set(before["attention"]) == {"naive", "sdpa", "flash_triton"}
@@ -219,8 +222,9 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     for source, tsv in measured:
         job = "benchmarks/" + str(tsv.relative_to(runs[source] / "benchmarks"))
         assert costs.loc[job, "wall_s"] == benchmark_wall(tsv) and costs.loc[job, "source"] == source, job
-    others = costs[costs.index.str.match(r"benchmarks/e2e/") & ~costs["source"].isin(runs)]
-    assert len(others) == 9
+    later = costs["source"].str.startswith(tuple(SECTION_12))  # section 12's: their holds in their time
+    others = costs[costs.index.str.match(r"benchmarks/e2e/") & ~costs["source"].isin(runs) & ~later]
+    assert len(others) == 5
     for job, row in others.iterrows():
         added = 12 * 5 if "/bf16-" in job else 12
         assert f" + {added} holds x " in row["source"] and "(head-d3fc0d3" in row["source"], job
@@ -357,12 +361,15 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
 
 
 def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_are_the_h100_rows():
-    """Each warm-up job (one process timing every count) is charged its process's count-5 job, which
-    ran the same steps; and section 11's within-process and across-process spreads are the H100 rows'."""
+    """Each warm-up job (one process timing every count) not measured since is charged its process's
+    count-5 job, which ran the same steps; and section 11's within-process and across-process spreads
+    are the H100 rows'."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
     warmup = costs[costs.index.str.startswith("benchmarks/warmup/")]
-    assert len(warmup) == 10 and warmup["source"].str.endswith(": its count-5 job, the same steps").all()
-    for job, row in warmup.iterrows():
+    charged = warmup[~warmup["source"].isin(SECTION_12)]  # the rest measured in section 12
+    assert len(warmup) == 10 and len(charged) == 1
+    assert charged["source"].str.endswith(": its count-5 job, the same steps").all()
+    for job, row in charged.iterrows():
         five = job.replace("/p", "/w5-p").replace("benchmarks/", "", 1)
         assert row["wall_s"] == benchmark_wall(SLICE.parent / "h100/graph-capture/benchmarks" / five), job
     rows = pd.read_csv(SLICE.parent / "h100/graph-capture/warmup.csv")
@@ -382,3 +389,48 @@ def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_
         f"backward, process by process. Processes of one count differ by {across['forward']}× and "
         f"{across['forward_backward']}×"
     ) in text
+
+
+def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
+    """Section 12: every job of its two runs is charged its benchmark's wall time, but the 2.7B
+    bf16-compiled one, charged that less the draws it would no longer make (its log's restores but the
+    first, at the medians' difference of the restore log); the e2e jobs' table is their benchmark and
+    cost-split files, and the README's ranges are the files'."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    readme = (SLICE / "README.md").read_text()
+    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") :].splitlines()
+    restore = (ROOT / "notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text().splitlines()
+    turns = [line.split(" | ") for line in restore if line[:1].isdigit() and " | " in line]
+    saved = statistics.median(float(t[1]) for t in turns) - statistics.median(float(t[2]) for t in turns)
+    log = (SLICE / "head-932eda2/logs/e2e/2.7B/bf16-compiled.log").read_text()
+    restores = log.count("weights from the same seed are restored")
+    assert restores == 4 and f"three draws at the medians' difference, {saved:.2f} s each" in text
+    walls, exits = {}, {}
+    for run in SECTION_12:
+        for tsv in sorted((SLICE / run).glob("benchmarks/**/*.tsv")):
+            job = "benchmarks/" + str(tsv.relative_to(SLICE / run / "benchmarks"))
+            walls[job] = wall = benchmark_wall(tsv)
+            split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+            exits[job] = wall - split.sum()
+            if job == "benchmarks/e2e/2.7B/bf16-compiled.tsv":
+                assert costs.loc[job, "wall_s"] == pytest.approx(wall - (restores - 1) * saved)
+                assert (
+                    f"less three draws at the medians' difference, {saved:.2f} s each ({wall - 3 * saved:.1f} s" in text
+                )
+            else:
+                assert costs.loc[job, "wall_s"] == wall and costs.loc[job, "source"] == run, job
+            if "/e2e/" in job:
+                cells = [
+                    *split[["start", "build", "warmup", "capture", "settle", "timed"]],
+                    split[["write", "other"]].sum(),
+                ]
+                label = " ".join(Path(job).with_suffix("").parts[1:])
+                line = next((x for x in lines if x.startswith(f"| {label} | ")), "")
+                row = " | ".join(f"{v:.1f}" for v in [wall, *cells]) + f" | {wall - split.sum():.2f} |"
+                assert line.endswith(row), (label, line)
+    warmup = [w for job, w in walls.items() if "/warmup/" in job]
+    assert len(walls) == 13 and len(warmup) == 9
+    assert f"the nine measured took {min(warmup):.1f}-{max(warmup):.1f} s each" in text
+    compiled = exits.pop("benchmarks/e2e/2.7B/bf16-compiled.tsv")
+    rest = f"{min(exits.values()):.2f}-{max(exits.values()):.2f} s for twelve of these thirteen jobs"
+    assert f"{rest}, {compiled:.2f} s for the compiled 2.7B job" in text

@@ -237,5 +237,28 @@ one_process = costs[five].assign(
     source=costs.loc[five, "source"] + ": its count-5 job, the same steps",
 )
 costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
+# Then the jobs measured at 932eda2 (head-932eda2/: e2e 2.7B bf16-compiled, two warm-up jobs) and at
+# d4346d8 (head-d4346d8/: e2e fp32-eager at large, xl and 2.7B, seven warm-up jobs), through the
+# pipeline on one H200, one job at a time (section 12): charged as measured, replacing the scaled costs
+# and the count-5 charges. d4346d8 draws the weights that e2e restores once a job, where 932eda2 drew
+# them at every restore: the 2.7B bf16-compiled job, which restored four times, is charged less the
+# three draws it would no longer make, each the median draw against the median copy of
+# ../../../notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt (an estimate, named in `source`).
+for base, source in (
+    (here / "head-932eda2/benchmarks", "head-932eda2"),
+    (here / "head-d4346d8/benchmarks", "head-d4346d8"),
+):
+    for tsv in sorted(base.rglob("*.tsv")):
+        job = costs["job"] == "benchmarks/" + str(tsv.relative_to(base))
+        costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
+restore_log = (here / "../../../notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text()
+turns = pd.DataFrame(re.findall(r"^\d+ \| ([\d.]+) \| ([\d.]+)$", restore_log, re.M), dtype=float)
+draw_saved = turns[0].median() - turns[1].median()
+restores = (
+    (here / "head-932eda2/logs/e2e/2.7B/bf16-compiled.log").read_text().count("weights from the same seed are restored")
+)
+job = costs["job"] == "benchmarks/e2e/2.7B/bf16-compiled.tsv"
+costs.loc[job, "wall_s"] -= (restores - 1) * draw_saved
+costs.loc[job, "source"] += f" - {restores - 1} draws x {draw_saved:.2f} s (the weights drawn once, d4346d8)"
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
