@@ -7,7 +7,7 @@ CPU only.
 
     python notes/ladder_contexts.py
 
-Ran at: 39aa5bf (this CPU), output: logs/2026-11-30-ladder_contexts-39aa5bf-cpu.txt
+Ran at: e6a2dad (this CPU), output: logs/2026-11-30-ladder_contexts-e6a2dad-cpu.txt
 """
 
 from pathlib import Path
