@@ -28,6 +28,14 @@ def add(job, tsv, source):
     rows.append({"job": job, "wall_s": wall(tsv), "source": source})
 
 
+def charge_as_measured(costs, runs):
+    """Each job of each (run, source) in ``runs`` charged its measured wall time, named by its source."""
+    for run, source in runs:
+        for tsv in sorted((here / run / "benchmarks").rglob("*.tsv")):
+            job = costs["job"] == "benchmarks/" + str(tsv.relative_to(here / run / "benchmarks"))
+            costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
+
+
 for tsv in sorted((H100 / "e2e-one-commit/benchmarks").glob("*.tsv")) + sorted(
     (H100 / "graph-capture/benchmarks").glob("e2e-*.tsv")
 ):
@@ -169,9 +177,7 @@ large = costs["job"] == "benchmarks/profile/large.tsv"
 costs.loc[large, ["wall_s", "source"]] = timed_wall("without"), "cuts/ranges"
 # The profile jobs at xl and 2.7B measured after that cut, at dd2cc4a through the pipeline (head-dd2cc4a/,
 # two H200s): charged as measured.
-for tsv in sorted((here / "head-dd2cc4a/benchmarks").rglob("*.tsv")):
-    job = costs["job"] == "benchmarks/" + str(tsv.relative_to(here / "head-dd2cc4a/benchmarks"))
-    costs.loc[job, ["wall_s", "source"]] = wall(tsv), "head-dd2cc4a"
+charge_as_measured(costs, [("head-dd2cc4a", "head-dd2cc4a")])
 
 
 # Since d3fc0d3 e2e's attention variants are replayed in turns of held blocks (e2e-power/): a point
@@ -219,13 +225,7 @@ for pattern, why in named.items():
 # H200s at the grid's settings: e2e small and medium bf16-eager at 4c68dbe (cuts/probe/with/), and
 # seven e2e and the 2-rank sharding and timeline jobs at a41e378 (head-a41e378/, the same src/): charged
 # as measured, their holds in their time, replacing the estimates and lower bounds above.
-for base, source in (
-    (here / "cuts/probe/with/benchmarks", "cuts/probe"),
-    (here / "head-a41e378/benchmarks", "head-a41e378"),
-):
-    for tsv in sorted(base.rglob("*.tsv")):
-        job = costs["job"] == "benchmarks/" + str(tsv.relative_to(base))
-        costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
+charge_as_measured(costs, [("cuts/probe/with", "cuts/probe"), ("head-a41e378", "head-a41e378")])
 # The warm-up study runs one process per (size, mode, process) since its counts are read from one
 # process's steps (section 11): that process runs what the count-5 job of the same process ran, five
 # steps and then the measured ones, each timed. So each is charged that job's cost, named in `source`,
@@ -244,13 +244,7 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # them at every restore: the 2.7B bf16-compiled job, which restored four times, is charged less the
 # three draws it would no longer make, each the median draw against the median copy of
 # ../../../notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt (an estimate, named in `source`).
-for base, source in (
-    (here / "head-932eda2/benchmarks", "head-932eda2"),
-    (here / "head-d4346d8/benchmarks", "head-d4346d8"),
-):
-    for tsv in sorted(base.rglob("*.tsv")):
-        job = costs["job"] == "benchmarks/" + str(tsv.relative_to(base))
-        costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
+charge_as_measured(costs, [("head-932eda2", "head-932eda2"), ("head-d4346d8", "head-d4346d8")])
 restore_log = (here / "../../../notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text()
 turns = pd.DataFrame(re.findall(r"^\d+ \| ([\d.]+) \| ([\d.]+)$", restore_log, re.M), dtype=float)
 draw_saved = turns[0].median() - turns[1].median()
