@@ -134,9 +134,13 @@ def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
     assert total["wall_min"] == pytest.approx(20 / 60)
 
 
-@pytest.mark.parametrize("grid_name", ["", "-wide"], ids=["full", "wide"])  # wide: with wide.yaml's overlay
-def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_name):
-    grid = pd.read_csv(SLICE / f"jobs{grid_name}.csv")
+@pytest.mark.parametrize(
+    "grid_name, jobs_name",
+    [("", ""), ("-wide", "-wide"), ("-gpus1", ""), ("-gpus2", ""), ("-gpus8", "")],
+    ids=["full", "wide", "full-1-gpu", "full-2-gpus", "full-8-gpus"],  # wide: with wide.yaml's overlay
+)
+def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_name, jobs_name):
+    grid = pd.read_csv(SLICE / f"jobs{jobs_name}.csv")
     costs = pd.read_csv(SLICE / "job_costs.csv")
     committed = pd.read_csv(SLICE / f"projection{grid_name}.csv")
     recomputed = summary(project(grid, costs), int(committed["gpus"].iloc[0]))
@@ -164,7 +168,20 @@ def test_the_readmes_projection_table_and_totals_are_the_committed_projections()
         f"**Projected: {total['gpu_min']:.0f} GPU-minutes, and {total['wall_min']:.0f} minutes of wall time on four "
         f"GPUs**; with `wide.yaml`, {total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.0f}"
     ) in readme
+    for gpus in (1, 2, 4, 8):
+        other = pd.read_csv(SLICE / ("projection.csv" if gpus == 4 else f"projection-gpus{gpus}.csv"))
+        total = other.set_index("study").loc["all"]
+        assert int(total["gpus"]) == gpus
+        assert f"| {gpus} | {total['gpu_min']:.1f} | {total['wall_min']:.1f} |" in readme, gpus
+    total = full.loc["all"]
     project_readme = " ".join((ROOT / "README.md").read_text().split())
+    walls = {
+        g: pd.read_csv(SLICE / f"projection-gpus{g}.csv").set_index("study").loc["all", "wall_min"] for g in (1, 2, 8)
+    }
+    assert (
+        f"{total['wall_min']:.0f} minutes or more on 4 GPUs, one job a GPU ({walls[2]:.0f} on 2, {walls[8]:.0f} on 8; "
+        f"{walls[1] / 60:.1f} hours on 1, which skips DDP and NCCL)"
+    ) in project_readme
     assert f"{total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.0f} minutes on 4 GPUs" in project_readme
     assert (
         f"({total_wide['gpu_min']:.0f} GPU-minutes, {total_wide['wall_min']:.0f} minutes on 4 GPUs)" in project_readme
