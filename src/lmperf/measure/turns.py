@@ -72,7 +72,7 @@ def timed_block(name: str, step, device: torch.device, warmup_steps: int, budget
             again = hold(step, device, max(settle_s - held.seconds, 0.0))
         except torch.OutOfMemoryError as error:
             free_memory(device)
-            return Turn(Timings(error=error.with_traceback(None)), Samples(), held.steps, held.seconds, retimed=True)
+            return Turn(Timings(error=error.with_traceback(None)), Samples(), held.steps, held.seconds)
         held = Held(held.steps + again.steps, held.seconds + again.seconds)
         timings, clocks = timed()
         return Turn(timings, clocks, held.steps, held.seconds, retimed=True)
