@@ -9,7 +9,8 @@ ends with a CUDA synchronization.
 
     python notes/e2e_restore.py [SIZE] [REPEATS]
 
-Ran at: d4346d8 (one NVIDIA H200), output: logs/2026-11-30-e2e_restore-d4346d8-h200.txt
+Ran at: d4346d8 (one NVIDIA H200, before the script printed the GPU's UUID; the machine of
+report/reference/one-allocation/head-d4346d8/), output: logs/2026-11-30-e2e_restore-d4346d8-h200.txt
 """
 
 import sys
@@ -32,7 +33,8 @@ def main(size: str, repeats: int) -> None:
     model = build_model(size, 1024, cuda)
     kept = {}
     first = seconds(lambda: kept.update(build_model(size, 1024, cpu).state_dict()))
-    print(f"{torch.cuda.get_device_name()} | {size} | {sum(t.numel() for t in kept.values()):,} values")
+    gpu = torch.cuda.get_device_properties(cuda)
+    print(f"{gpu.name} (GPU-{gpu.uuid}) | {size} | {sum(t.numel() for t in kept.values()):,} values")
     print(f"the first draw on the CPU, kept: {first:.2f} s")
     print("turn | drawn again and copied (s) | copied from the kept state (s)")
     for turn in range(repeats):

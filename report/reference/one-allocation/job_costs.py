@@ -7,7 +7,9 @@ head-7bc5294, head-5cda776), the DDP jobs of ../ddp-ranks and the flash jobs of 
 replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges or measured after it
 (head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); last,
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
-warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs."""
+warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; last,
+the jobs of section 12 (head-932eda2, head-d4346d8), the 2.7B bf16-compiled one less the weight
+draws that d4346d8 saves."""
 
 import re
 import sys
@@ -253,6 +255,6 @@ restores = (
 )
 job = costs["job"] == "benchmarks/e2e/2.7B/bf16-compiled.tsv"
 costs.loc[job, "wall_s"] -= (restores - 1) * draw_saved
-costs.loc[job, "source"] += f" - {restores - 1} draws x {draw_saved:.2f} s (the weights drawn once, d4346d8)"
+costs.loc[job, "source"] += f" - {restores - 1} draws x {draw_saved:.2f} s (the weights drawn once, d4346d8), an estimate"
 costs.to_csv(here / "job_costs.csv", index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))

@@ -139,8 +139,9 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         """Finite weights back, copied in place, so compiled blocks and graphs keep their addresses; and
         an empty optimizer state. The weights are drawn again from the same seed on the CPU (not the
         draw the GPU made: the same distribution) on the first call and kept in host memory for the
-        next: at 2.7B, drawing them took about 27 s, and a point whose variants break them restores
-        more than once (notes/one-allocation.md, section 17)."""
+        next, until this call returns (13.6 GB at 2.7B, as much as a draw holds while it runs): at
+        2.7B a draw took 20-29 s and a copy 2 s, and a job whose variants break the weights at several
+        points restores at each (notes/one-allocation.md, section 17)."""
         if not initial:
             initial.update(build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict())
         model.load_state_dict(initial)
