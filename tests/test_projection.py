@@ -175,6 +175,11 @@ def test_the_readmes_projection_table_and_totals_are_the_committed_projections()
         assert f"| {gpus} | {total['gpu_min']:.1f} | {total['wall_min']:.1f} |" in readme, gpus
     total = full.loc["all"]
     project_readme = " ".join((ROOT / "README.md").read_text().split())
+    index = " ".join((SLICE.parent / "README.md").read_text().split())  # report/reference's row for this slice
+    assert (
+        f"{total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.0f} minutes on four GPUs "
+        f"({total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.0f} with `wide.yaml`)"
+    ) in index
     walls = {
         g: pd.read_csv(SLICE / f"projection-gpus{g}.csv").set_index("study").loc["all", "wall_min"] for g in (1, 2, 8)
     }
