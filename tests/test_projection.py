@@ -24,6 +24,16 @@ def benchmark_wall(tsv) -> float:
     return pd.read_csv(tsv, sep="\t")["s"].iloc[-1]
 
 
+def cost_split(tsv) -> pd.Series:
+    """A job's seconds by phase: the cost split beside its `benchmark:` file."""
+    return pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+
+
+def table_row(lines, label: str) -> str:
+    """The README table's line for ``label`` (its first cell), or "" where there is none."""
+    return next((x for x in lines if x.startswith(f"| {label} | ")), "")
+
+
 def jobs(*rows):
     return job_list([f"benchmarks/{study}/{name}.tsv" for study, name, _ in rows], [gpus for *_, gpus in rows])
 
@@ -168,9 +178,13 @@ def test_the_readmes_projection_table_and_totals_are_the_committed_projections()
         f"**Projected: {total['gpu_min']:.0f} GPU-minutes, and {total['wall_min']:.0f} minutes of wall time on four "
         f"GPUs**; with `wide.yaml`, {total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.0f}"
     ) in readme
-    for gpus in (1, 2, 4, 8):
-        other = pd.read_csv(SLICE / ("projection.csv" if gpus == 4 else f"projection-gpus{gpus}.csv"))
-        total = other.set_index("study").loc["all"]
+    on = {
+        gpus: pd.read_csv(SLICE / ("projection.csv" if gpus == 4 else f"projection-gpus{gpus}.csv"))
+        .set_index("study")
+        .loc["all"]
+        for gpus in (1, 2, 4, 8)
+    }
+    for gpus, total in on.items():
         assert int(total["gpus"]) == gpus
         assert f"| {gpus} | {total['gpu_min']:.1f} | {total['wall_min']:.1f} |" in readme, gpus
     total = full.loc["all"]
@@ -180,9 +194,7 @@ def test_the_readmes_projection_table_and_totals_are_the_committed_projections()
         f"{total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.0f} minutes on four GPUs "
         f"({total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.0f} with `wide.yaml`)"
     ) in index
-    walls = {
-        g: pd.read_csv(SLICE / f"projection-gpus{g}.csv").set_index("study").loc["all", "wall_min"] for g in (1, 2, 8)
-    }
+    walls = {gpus: total["wall_min"] for gpus, total in on.items()}
     assert (
         f"{total['wall_min']:.0f} minutes or more on 4 GPUs, one job a GPU ({walls[2]:.0f} on 2, {walls[8]:.0f} on 8; "
         f"{walls[1] / 60:.1f} hours on 1, which skips DDP and NCCL)"
@@ -296,14 +308,14 @@ def test_section_10s_probe_keeps_the_medians_and_its_jobs_are_charged_and_tabled
         relative = Path(*tsv.parts[tsv.parts.index("benchmarks") + 1 :])
         wall = benchmark_wall(tsv)
         assert costs.loc[f"benchmarks/{relative}", "wall_s"] == wall, relative
-        split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+        split = cost_split(tsv)
         cells = [
             wall,
             *split[["start", "warmup", "capture", "settle", "timed"]],
             split[["build", "write", "other"]].sum(),
         ]
         label = " ".join(relative.with_suffix("").parts)
-        line = next((x for x in lines if x.startswith(f"| {label} | ")), "")
+        line = table_row(lines, label)
         assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)
 
 
@@ -320,10 +332,10 @@ def test_the_jobs_measured_again_are_charged_and_tabled_as_their_files_say():
         relative = tsv.relative_to(SLICE / run / "benchmarks")
         wall = benchmark_wall(tsv)
         assert costs.loc[f"benchmarks/{relative}", "wall_s"] == wall, relative
-        split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+        split = cost_split(tsv)
         cells = [wall, *split[["start", "warmup", "capture", "settle", "timed", "other"]]]
         label = " ".join(relative.with_suffix("").parts)  # e2e xl bf16-compiled, flash sweep fp32-d128
-        line = next((x for x in readme if x.startswith(f"| {label} | ")), "")
+        line = table_row(readme, label)
         assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)
 
 
@@ -341,11 +353,11 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
     for tsv in tsvs:
         relative = tsv.relative_to(run / "benchmarks")
         wall = benchmark_wall(tsv)
-        split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+        split = cost_split(tsv)
         other = split[["build", "write", "other"]].sum()
         cells = [wall, *split[["start", "warmup", "capture", "timed", "profile"]], other]
         label = " ".join(relative.with_suffix("").parts)
-        line = next((x for x in lines if x.startswith(f"| {label} | ")), "")
+        line = table_row(lines, label)
         assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)
         if relative.parts[0] != "profile":
             assert costs.loc[f"benchmarks/{relative}", "wall_s"] == wall, relative
@@ -432,7 +444,7 @@ def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
         for tsv in sorted((SLICE / run).glob("benchmarks/**/*.tsv")):
             job = "benchmarks/" + str(tsv.relative_to(SLICE / run / "benchmarks"))
             walls[job] = wall = benchmark_wall(tsv)
-            split = pd.read_csv(tsv.with_suffix(".cost.csv")).set_index("phase")["seconds"]
+            split = cost_split(tsv)
             exits[job] = wall - split.sum()
             if job == "benchmarks/e2e/2.7B/bf16-compiled.tsv":
                 assert costs.loc[job, "wall_s"] == pytest.approx(wall - (restores - 1) * saved)
@@ -447,7 +459,7 @@ def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
                     split[["write", "other"]].sum(),
                 ]
                 label = " ".join(Path(job).with_suffix("").parts[1:])
-                line = next((x for x in lines if x.startswith(f"| {label} | ")), "")
+                line = table_row(lines, label)
                 row = " | ".join(f"{v:.1f}" for v in [wall, *cells]) + f" | {wall - split.sum():.2f} |"
                 assert line.endswith(row), (label, line)
     warmup = [w for job, w in walls.items() if "/warmup/" in job]
@@ -512,8 +524,7 @@ def test_section_12s_statements_are_its_rows_and_logs():
     log = (SLICE / "head-932eda2/logs/e2e/2.7B/bf16-compiled.log").read_text().splitlines()
     stamp = lambda line: pd.Timestamp(line[:23].replace(",", "."))  # noqa: E731
     first = stamp(next(x for x in log if "built 2.7B" in x)) - stamp(next(x for x in log if "phase build" in x))
-    split = pd.read_csv(SLICE / "head-932eda2/benchmarks/e2e/2.7B/bf16-compiled.cost.csv").set_index("phase")
-    build = split.loc["build", "seconds"]
+    build = cost_split(SLICE / "head-932eda2/benchmarks/e2e/2.7B/bf16-compiled.tsv")["build"]
     draw = (build - first.total_seconds()) / 4
     assert f"`build` (the phase of drawing a model) is {build:.1f} s" in text
     assert f"the model's own build took {first.total_seconds():.1f} s" in text
