@@ -25,7 +25,7 @@ import logging
 import math
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
+from functools import cache, partial
 
 import torch
 
@@ -133,7 +133,10 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         compile_blocks(model)
     optimizer = make_optimizer(spec.optimizer, model.parameters())
 
-    initial = {}  # the weights restore() copies back, drawn on its first call
+    @cache
+    def initial() -> dict[str, torch.Tensor]:
+        """The weights restore() copies back, drawn on its first call."""
+        return build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict()
 
     def restore() -> None:
         """Finite weights back, copied in place, so compiled blocks and graphs keep their addresses; and
@@ -142,9 +145,7 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
         next, until this call returns (13.6 GB at 2.7B, as much as a draw holds while it runs): at
         2.7B a draw took 20-29 s and a copy 2 s, and a job whose variants break the weights at several
         points restores at each (notes/one-allocation.md, section 17)."""
-        if not initial:
-            initial.update(build_model(spec.size, max(spec.context_lengths), torch.device("cpu")).state_dict())
-        model.load_state_dict(initial)
+        model.load_state_dict(initial())
         optimizer.state.clear()
         log.warning("the weights became non-finite: weights from the same seed are restored")
 
