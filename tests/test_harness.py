@@ -121,6 +121,19 @@ def test_benchmark_rows_are_tidy():
     assert rows["params"].iloc[0] == 32 * 10_000 * 2 + 2 * (4 * 32 * 32 + 3 * 32 * 128 + 2 * 32) + 32
 
 
+def test_the_train_step_steps_at_the_rate_its_rows_record(monkeypatch):
+    """Steps on one repeated batch at AdamW's default rate made the 2.7B weights non-finite: e2e's
+    optimizer takes the model's repeated-batch rate, and its rows say which (a rate the optimizer did
+    not get fails this)."""
+    made, make = [], harness.make_optimizer
+    monkeypatch.setattr(harness, "repeated_batch_lr", lambda d_model: d_model / 128)
+    monkeypatch.setattr(harness, "make_optimizer", lambda *a, **k: made.append(make(*a, **k)) or made[-1])
+    spec = BenchmarkSpec("nano", (8,), warmup_steps=1, budget=Budget(2, max_steps=2))
+    rows = pd.DataFrame(run_benchmark(spec, modes=("train_step",), device=CPU))
+    assert [group["lr"] for group in made[0].param_groups] == [model_config("nano", 8).d_model / 128] == [0.25]
+    assert (rows["lr"] == 0.25).all()
+
+
 def test_out_of_memory_becomes_a_row(monkeypatch):
     def exploding_step(mode, *args):
         if mode == "train_step":

@@ -503,6 +503,17 @@ def test_the_e2e_method_names_a_precision_that_ran_eager_alone():
     assert eager_alone(both) == ""  # every precision compiled
 
 
+def test_the_e2e_method_names_each_sizes_learning_rate_from_its_rows():
+    from lmperf.report.e2e_section import learning_rates
+
+    rows = pd.DataFrame({"size": ["2.7B", "small", "small"], "lr": [1.25e-05, 4.1667e-05, 4.1667e-05]})
+    assert learning_rates(rows) == (
+        " at a learning rate by size (4.17e-05 at small, 1.25e-05 at 2.7B), the one at which train steps repeated on"
+        " the point's one batch keep the weights finite"
+    )
+    assert learning_rates(rows.drop(columns="lr")) == ""  # rows from before the rate was recorded
+
+
 def test_replays_taken_in_turns_are_compared_unpaired():
     """Replay i of one variant stands beside replay i of the other only where the replays were
     interleaved step by step; replays timed in turns of blocks (``graphed_turns``) are resampled apart.

@@ -185,7 +185,7 @@ COLUMNS = {
         "matmul_precision": str, "measured_steps": int, "median_ms": float, "mfu": float, "min_ms": float,
         "mode": str, "model_tflop_per_step": float, "n_steps": int, "optimizer": str, "params": int,
         "peak_mem_gib": float, "peak_tflops": float, "precision": str, "size": str, "step_times_ms": str,
-        "tokens_per_s": float, "warmup_steps": int, "physics_slack": float, **held_in_turns("graphed_"),
+        "tokens_per_s": float, "warmup_steps": int, "physics_slack": float, "lr": float, **held_in_turns("graphed_"),
     },
     "flash/leaderboard": {
         "attention_kernel": str, "batch": int, "ci95_high_ms": float, "ci95_low_ms": float, "cv": float, "d": int,

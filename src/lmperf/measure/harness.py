@@ -50,7 +50,7 @@ from lmperf.measure.timing import (
 )
 from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
 from lmperf.memory_trace import events_from_profiler, live_bytes
-from lmperf.model import count_parameters, make_optimizer
+from lmperf.model import count_parameters, make_optimizer, repeated_batch_lr
 from lmperf.ranges import profiled_range
 from lmperf.training import MODES, PRECISIONS, build_model, compile_blocks, make_step, random_batch, use_attention
 
@@ -131,7 +131,8 @@ def run_benchmark(spec: BenchmarkSpec, modes=MODES, device: torch.device | None 
     log.info(f"built {spec.size} ({base['params']:,} parameters) on {device}")
     if spec.compile:
         compile_blocks(model)
-    optimizer = make_optimizer(spec.optimizer, model.parameters())
+    base["lr"] = repeated_batch_lr(model.cfg.d_model)  # the ladder's rate: its steps on one batch stay finite
+    optimizer = make_optimizer(spec.optimizer, model.parameters(), lr=base["lr"])
 
     @cache
     def initial() -> dict[str, torch.Tensor]:

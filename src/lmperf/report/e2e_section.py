@@ -92,8 +92,8 @@ def _method(e2e: pd.DataFrame) -> str:
         f"{plural(int(first['measured_steps']), 'measured step')}"
     )
     common = (
-        f"{device}, commit {commits}; batch {first['batch_size']}, optimizer `{first['optimizer']}` AdamW, fp32 "
-        f"matmul precision `{first['matmul_precision']}`. "
+        f"{device}, commit {commits}; batch {first['batch_size']}, optimizer `{first['optimizer']}` AdamW"
+        f"{learning_rates(e2e)}, fp32 matmul precision `{first['matmul_precision']}`. "
     )
     target = f"within ±{share(setting(e2e, 'ci_halfwidth'))}"
     scope = (
@@ -335,6 +335,20 @@ def _warmup_bullets(warmup: pd.DataFrame, e2e: pd.DataFrame) -> list[str]:
             )
         lines.append(line)
     return lines
+
+
+def learning_rates(e2e: pd.DataFrame) -> str:
+    """The train step's AdamW rate by size, in words: each step trains on the point's one batch again,
+    and the rate is the one at which that stays finite (``lmperf.model.repeated_batch_lr``); "" for
+    rows that do not record it."""
+    if "lr" not in e2e or e2e["lr"].isna().all():
+        return ""
+    rates = sort_by_size(e2e.dropna(subset=["lr"]).drop_duplicates("size"), ["size"])
+    listed = ", ".join(f"{lr:.3g} at {size}" for size, lr in zip(rates["size"], rates["lr"]))
+    return (
+        f" at a learning rate by size ({listed}), the one at which train steps repeated on the point's one batch "
+        "keep the weights finite"
+    )
 
 
 def naive_alone(e2e: pd.DataFrame) -> str:

@@ -25,9 +25,9 @@ speed does), the split into forward, backward and optimizer (CUDA events), the o
 against its 28 B/param bound at the HBM bandwidth measured in this process, peak memory, and the SM
 clock and power during its replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
 compute the same thing: from the same initial weights and batch, each rung trains N steps at
-learning rate ``check_lr``, then one fp32 eager forward gives its loss (``initial_loss`` beside it shows
-that training moved it). Every AdamW is built with that rate: a graph bakes it in, and it does not
-change what a step costs.
+learning rate ``check_lr`` (``lmperf.model.repeated_batch_lr``), then one fp32 eager forward gives its
+loss (``initial_loss`` beside it shows that training moved it). Every AdamW is built with that rate:
+a graph bakes it in, and it does not change what a step costs.
 
 A point has two parts: ``time_ladder``, the timed turns, then ``check_ladder``, the loss checks and
 kernel profiles. ``--part both`` runs them in one process; the pipeline runs ``--part timed``, then
@@ -66,7 +66,7 @@ from lmperf.measure.power import SETTLE_RULE, hold, nvidia_smi_id
 from lmperf.measure.rows import write_rows
 from lmperf.measure.timing import HOST_BOUND
 from lmperf.measure.turns import TURNS, pooled, timed_block, turn_columns
-from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer
+from lmperf.model import SIZES, count_parameters, cross_entropy, make_optimizer, repeated_batch_lr
 from lmperf.model.optim_in_backward import OptimizerInBackward
 from lmperf.model.transformer import Linear
 from lmperf.studies import run_study
@@ -146,16 +146,6 @@ PARTS = ("both", "timed", "checked")  # a point in one process, or in two (``mai
 PHASES = {"forward": "forward_ms", "backward": "backward_ms", "optimizer step": "optimizer_ms"}  # make_step's names
 
 
-def check_lr(d_model: int) -> float:
-    """The loss check's learning rate: 0.032 / d_model (1e-3 for nano, 1.25e-5 for 2.7B).
-
-    Adam moves every weight by about lr a step, so a layer's output by about lr × fan-in: this keeps
-    that near 3% of its scale at every size. At 1e-3 a 2.7B model's 20 steps on one batch are chaotic:
-    two AdamWs that differ only in rounding ended 0.44 apart in loss (H100, commit b71167951f1d).
-    """
-    return 0.032 / d_model
-
-
 def share_state(source: torch.optim.Optimizer, target: torch.optim.Optimizer) -> None:
     """Make ``target`` update ``source``'s AdamW state tensors (created now if need be).
 
@@ -208,7 +198,7 @@ class Ladder:
     def __init__(self, size: str, context_length: int, batch_size: int, device: torch.device, rungs=RUNGS):
         self.device, self.rungs = device, {r.name: r for r in rungs}
         self.model = build_model(size, context_length, device)
-        self.lr = check_lr(self.model.cfg.d_model)
+        self.lr = repeated_batch_lr(self.model.cfg.d_model)
         self.initial = host_copy(self.model.state_dict(), pinned=device.type == "cuda")
         compile_blocks(self.model)
         self.whole = torch.compile(self.model, dynamic=False)
