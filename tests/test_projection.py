@@ -2,6 +2,7 @@
 or its study's median, scheduled onto N GPUs; and the committed projection recomputed from its files."""
 
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -17,6 +18,7 @@ from lmperf.report.projection import job_list, kind, makespan, priorities, proje
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
 SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's section 12
+SECTION_13 = "head-d3ed14d"  # the run of its section 13, which replaces some of section 12's charges
 
 
 def benchmark_wall(tsv) -> float:
@@ -157,6 +159,16 @@ def test_the_committed_projection_is_recomputed_from_its_committed_files(grid_na
     pd.testing.assert_frame_equal(recomputed.reset_index(drop=True), committed, check_dtype=False)
 
 
+def test_the_committed_job_costs_are_what_job_costs_py_makes_of_the_committed_files(tmp_path):
+    """job_costs.csv is job_costs.py's output from the slices' files, unchanged: a cost edited by hand,
+    or a slice added without running it, fails here."""
+    out = tmp_path / "job_costs.csv"
+    subprocess.run(
+        [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)], cwd=ROOT, check=True
+    )
+    pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(SLICE / "job_costs.csv"))
+
+
 def test_the_readmes_projection_table_and_totals_are_the_committed_projections():
     """Every row of the README's table is the two projections' row of that study, rounded as shown,
     and the bold sentence states the totals, as the project's README does."""
@@ -256,7 +268,7 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     for source, tsv in measured:
         job = "benchmarks/" + str(tsv.relative_to(runs[source] / "benchmarks"))
         assert costs.loc[job, "wall_s"] == benchmark_wall(tsv) and costs.loc[job, "source"] == source, job
-    later = costs["source"].str.startswith(tuple(SECTION_12))  # section 12's: their holds in their time
+    later = costs["source"].str.startswith((*SECTION_12, SECTION_13))  # sections 12, 13: holds in their time
     others = costs[costs.index.str.match(r"benchmarks/e2e/") & ~costs["source"].isin(runs) & ~later]
     assert len(others) == 5
     for job, row in others.iterrows():
@@ -395,17 +407,12 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
 
 
 def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_are_the_h100_rows():
-    """Each warm-up job (one process timing every count) not measured since is charged its process's
-    count-5 job, which ran the same steps; and section 11's within-process and across-process spreads
-    are the H100 rows'."""
+    """The ten warm-up jobs (one process timing every count), charged their processes' count-5 jobs
+    in section 11, are each charged as measured since (sections 12 and 13); and section 11's
+    within-process and across-process spreads are the H100 rows'."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
     warmup = costs[costs.index.str.startswith("benchmarks/warmup/")]
-    charged = warmup[~warmup["source"].isin(SECTION_12)]  # the rest measured in section 12
-    assert len(warmup) == 10 and len(charged) == 1
-    assert charged["source"].str.endswith(": its count-5 job, the same steps").all()
-    for job, row in charged.iterrows():
-        five = job.replace("/p", "/w5-p").replace("benchmarks/", "", 1)
-        assert row["wall_s"] == benchmark_wall(SLICE.parent / "h100/graph-capture/benchmarks" / five), job
+    assert len(warmup) == 10 and set(warmup["source"]) <= {*SECTION_12, SECTION_13}
     rows = pd.read_csv(SLICE.parent / "h100/graph-capture/warmup.csv")
     text = " ".join((SLICE / "README.md").read_text().split())
     within, across = {}, {}
@@ -426,13 +433,14 @@ def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_
 
 
 def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
-    """Section 12: every job of its two runs is charged its benchmark's wall time, but the 2.7B
-    bf16-compiled one, charged that less the draws it would no longer make (its log's restores but the
-    first, at the medians' difference of the restore log); the e2e jobs' table is their benchmark and
-    cost-split files, and the README's ranges are the files'."""
+    """Section 12: every job of its two runs is charged its benchmark's wall time, unless section 13
+    measured it again; its text gives the 2.7B bf16-compiled one's estimate, that less the draws it
+    would no longer make (its log's restores but the first, at the medians' difference of the restore
+    log); the e2e jobs' table is their benchmark and cost-split files, and the README's ranges are the
+    files'."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
     readme = (SLICE / "README.md").read_text()
-    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") :].splitlines()
+    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") : readme.index("## 13. ")].splitlines()
     restore = (ROOT / "notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text().splitlines()
     turns = [line.split(" | ") for line in restore if line[:1].isdigit() and " | " in line]
     saved = statistics.median(float(t[1]) for t in turns) - statistics.median(float(t[2]) for t in turns)
@@ -447,10 +455,11 @@ def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
             split = cost_split(tsv)
             exits[job] = wall - split.sum()
             if job == "benchmarks/e2e/2.7B/bf16-compiled.tsv":
-                assert costs.loc[job, "wall_s"] == pytest.approx(wall - (restores - 1) * saved)
                 assert (
                     f"less three draws at the medians' difference, {saved:.2f} s each ({wall - 3 * saved:.1f} s" in text
                 )
+            if (SLICE / SECTION_13 / job).exists():
+                assert costs.loc[job, "source"] == SECTION_13, job
             else:
                 assert costs.loc[job, "wall_s"] == wall and costs.loc[job, "source"] == run, job
             if "/e2e/" in job:
@@ -468,7 +477,6 @@ def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
     compiled = exits.pop("benchmarks/e2e/2.7B/bf16-compiled.tsv")
     rest = f"{min(exits.values()):.2f}-{max(exits.values()):.2f} s for twelve of these thirteen jobs"
     assert f"{rest}, {compiled:.2f} s for the compiled 2.7B job" in text
-    assert costs.loc["benchmarks/e2e/2.7B/bf16-compiled.tsv", "source"].endswith(", an estimate")
 
 
 def test_section_12s_statements_are_its_rows_and_logs():
@@ -476,7 +484,7 @@ def test_section_12s_statements_are_its_rows_and_logs():
     table's column), the warm-up jobs' charges before (their count-5 jobs), the holds in the e2e logs,
     the rows' statuses and CIs, and the compiled job's `build` phase split by its log."""
     readme = (SLICE / "README.md").read_text()
-    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") :].splitlines()
+    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") : readme.index("## 13. ")].splitlines()
     measured = {}
     for line in lines:
         if line.startswith("| e2e "):
@@ -492,7 +500,10 @@ def test_section_12s_statements_are_its_rows_and_logs():
         for p in range(5)
     ]
     nine = before[:2] + before[3:]  # the tenth, forward's process 2, was not measured here
-    projected = pd.read_csv(SLICE / "projection.csv").set_index("study").loc["warmup", "gpu_min"]
+    measured = [
+        benchmark_wall(f) for run in SECTION_12 for f in sorted((SLICE / run).rglob("benchmarks/warmup/**/*.tsv"))
+    ]
+    projected = (sum(measured) + before[2]) / 60  # the tenth still charged its count-5 job then
     assert f"count-5 jobs' {min(nine):.1f}-{max(nine):.1f} s (section 11)" in text
     assert f"falls from {sum(before) / 60:.1f} to {projected:.1f} GPU-minutes" in text
     logs = sorted((SLICE / "head-932eda2/logs/e2e").rglob("*.log")) + sorted(
@@ -529,3 +540,114 @@ def test_section_12s_statements_are_its_rows_and_logs():
     assert f"`build` (the phase of drawing a model) is {build:.1f} s" in text
     assert f"the model's own build took {first.total_seconds():.1f} s" in text
     assert f"the four draws about {draw:.1f} s each" in text
+
+
+def test_section_13s_jobs_are_charged_and_tabled_as_their_files_say():
+    """Section 13: each job of its run is charged its benchmark's wall time; its table's row is its
+    charge before (the cost it replaced, from that cost's own files), its benchmark and cost-split
+    files; and the ranges its text gives are the table's."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    readme = (SLICE / "README.md").read_text()
+    section = readme[readme.index("## 13. ") : readme.index("## What is next")]
+    text, lines = " ".join(section.split()), section.splitlines()
+    restore = (ROOT / "notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text().splitlines()
+    turns = [line.split(" | ") for line in restore if line[:1].isdigit() and " | " in line]
+    saved = statistics.median(float(t[1]) for t in turns) - statistics.median(float(t[2]) for t in turns)
+    h100, run = SLICE.parent / "h100", SLICE / SECTION_13
+    gc = [float((SLICE / f"cuts/gc/ladder/{side}/job.log").read_text().split()[-3]) for side in ("4-old", "3-new")]
+
+    def before(job: str) -> float:
+        """What job_costs.py charged the job before this run: section 12's estimate, small's timed job
+        at 1024 as measured at 8f96bdc, the other ladder jobs as measured at ab1a14a (the timed ones
+        less the gc cut's saving), the warm-up job its count-5 job."""
+        if job == "benchmarks/e2e/2.7B/bf16-compiled.tsv":
+            return benchmark_wall(SLICE / "head-932eda2" / job) - 3 * saved
+        if job == "benchmarks/ladder/small/ctx1024-timed.tsv":
+            return benchmark_wall(SLICE / "head-8f96bdc" / job)
+        if job.startswith("benchmarks/ladder/"):
+            name = "ladder-" + "-".join(Path(job).with_suffix("").parts[2:]) + ".tsv"
+            return benchmark_wall(h100 / "ladder-grid-ab1a14a/benchmarks" / name) - ("-timed" in job) * (gc[0] - gc[1])
+        return benchmark_wall(h100 / "graph-capture/benchmarks" / job.replace("/p", "/w5-p").split("/", 1)[1])
+
+    ratios = {"2.7B": [], "small": []}
+    for tsv in sorted(run.glob("benchmarks/**/*.tsv")):
+        job = "benchmarks/" + str(tsv.relative_to(run / "benchmarks"))
+        wall, split = benchmark_wall(tsv), cost_split(tsv)
+        assert costs.loc[job, "wall_s"] == wall and costs.loc[job, "source"] == SECTION_13, job
+        cells = [before(job), wall, *split[["start", "build", "warmup", "capture", "settle", "timed"]]]
+        row = (
+            " | ".join(f"{v:.1f}" for v in [*cells, split[["write", "other"]].sum()]) + f" | {wall - split.sum():.2f} |"
+        )
+        line = table_row(lines, " ".join(Path(job).with_suffix("").parts[1:]))
+        assert line.endswith(row), (job, line)
+        if "/ladder/" in job:
+            ratios[Path(job).parts[2]].append(wall / before(job))
+    assert len(list(run.glob("benchmarks/**/*.tsv"))) == 8
+    (big, small) = (f"{min(r):.2f}-{max(r):.2f}" for r in ratios.values())
+    assert f"Each now costs {big} of its charge at 2.7B and {small} at small" in text
+
+
+def test_section_13s_statements_are_its_rows_and_logs():
+    """Section 13's sentences, from its rows and logs: the rate in the rows, no restore, every row
+    `ok`, the CIs, naive attention's train step against SDPA's, the medians against section 12's rows
+    of the same job, and the ladder's holds by how they ended."""
+    readme = (SLICE / "README.md").read_text()
+    section = readme[readme.index("## 13. ") : readme.index("## What is next")]
+    text = " ".join(section.split())
+    run = SLICE / SECTION_13
+    e2e = pd.read_csv(run / "rows/e2e/2.7B/bf16-compiled.csv")
+    assert set(e2e["lr"]) == {0.032 / 2560} and f"{0.032 / 2560:.3g} at 2.7B" in text
+    assert "restored" not in (run / "logs/e2e/2.7B/bf16-compiled.log").read_text()
+    width = lambda r: (r["graphed_ci95_high_ms"] - r["graphed_ci95_low_ms"]) / 2 / r["graphed_median_ms"]  # noqa: E731
+    wide = width(e2e)[width(e2e) > 0.01]
+    assert len(e2e) == 36 and (e2e["status"] == "ok").all() and "All 36 rows are `ok`" in text
+    assert f"{36 - len(wide)} have their graphed CI within 1%" in text
+    assert f"the other nine lie at {100 * wide.min():.2f}-{100 * wide.max():.2f}%" in text and len(wide) == 9
+    train = e2e[e2e["mode"] == "train_step"].set_index(["attention", "context_length"])["graphed_median_ms"]
+    assert (
+        f"{train['naive', 128]:.2f} and {train['naive', 256]:.2f} ms replayed, against SDPA's "
+        f"{train['sdpa', 128]:.2f} and {train['sdpa', 256]:.2f}"
+    ) in text
+    keys = ["context_length", "mode", "attention"]
+    old = pd.read_csv(SLICE / "head-932eda2/rows/e2e/2.7B/bf16-compiled.csv")
+    pairs = e2e.merge(old[old["status"] == "ok"], on=keys, suffixes=("", "_old"))
+    ratio = pairs["graphed_median_ms"] / pairs["graphed_median_ms_old"]
+    short, long = pairs["context_length"] <= 256, pairs["context_length"] >= 512
+    assert (
+        f"the {short.sum()} pairs of graphed medians lie at {ratio[short].min():.3f}-{ratio[short].max():.3f}" in text
+    )
+    assert (
+        f"this run's {long.sum()} are {100 * (ratio[long].min() - 1):.1f}-{100 * (ratio[long].max() - 1):.1f}% slower"
+        in text
+    )
+    drew = [
+        f"{pairs.loc[long, f'graphed_power_w{s}'].min():.0f}-{pairs.loc[long, f'graphed_power_w{s}'].max():.0f} W at "
+        f"{pairs.loc[long, f'graphed_sm_clock_mhz{s}'].min():g}-{pairs.loc[long, f'graphed_sm_clock_mhz{s}'].max():g}"
+        for s in ("", "_old")
+    ]
+    assert f"replays drew {drew[0]} MHz, section 12's {drew[1]} MHz" in text
+    ladder = pd.concat(pd.read_csv(f) for f in sorted(run.glob("rows/ladder/*/*.csv")) if "kernels" not in f.name)
+    timed = pd.concat(pd.read_csv(f) for f in sorted(run.glob("rows/ladder/*/*-timed.csv")))
+    assert len(ladder) == 72 and (ladder["status"] == "ok").all()
+    within, widest = int((width(timed) <= 0.01).sum()), width(timed).max()
+    assert len(timed) == 36 and within == 35
+    assert (
+        f"of the 36 in the timed jobs, {within} have their graphed CI within 1%, the other at {100 * widest:.2f}%"
+        in text
+    )
+    holds = {}
+    for log in sorted(run.glob("logs/ladder/*/*-timed.log")):
+        held = re.findall(r"power: held \d+ steps for ([\d.]+) s: (.+)$", log.read_text(), re.M)
+        holds[log.parent.name, log.stem] = (
+            sum(float(s) for s, _ in held),
+            len(held),
+            sum(why == "far below the power limit" for _, why in held),
+            sum(why == "the most allowed" for _, why in held),
+        )
+    (s512, n512, p512, _), (s1024, n1024, p1024, _) = holds["small", "ctx512-timed"], holds["small", "ctx1024-timed"]
+    assert (
+        f"{s512:.1f} s ({n512} holds, {p512} ended by the probe) at 512 and {s1024:.1f} s ({n1024} holds, "
+        f"{p1024} by the probe) at 1024"
+    ) in text
+    seconds, n, probe, most = holds["2.7B", "ctx512-timed"]
+    assert probe == 0 and f"{n} holds, {seconds:.1f} s, {most} at the most allowed" in text

@@ -9,7 +9,7 @@ replace their earlier costs, the profile jobs are scaled by the cut of cuts/rang
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
 warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; last,
 the jobs of section 12 (head-932eda2, head-d4346d8), the 2.7B bf16-compiled one less the weight
-draws that d4346d8 saves."""
+draws that d4346d8 saves; last, the jobs of section 13 (head-d3ed14d)."""
 
 import re
 import sys
@@ -19,6 +19,7 @@ import pandas as pd
 
 H100 = Path("report/reference/h100")
 here = Path(sys.argv[1])  # the slice folder: its call2/benchmarks hold this commit's runs
+out = Path(sys.argv[2]) if len(sys.argv) > 2 else here / "job_costs.csv"
 rows = []
 
 
@@ -255,6 +256,13 @@ restores = (
 )
 job = costs["job"] == "benchmarks/e2e/2.7B/bf16-compiled.tsv"
 costs.loc[job, "wall_s"] -= (restores - 1) * draw_saved
-costs.loc[job, "source"] += f" - {restores - 1} draws x {draw_saved:.2f} s (the weights drawn once, d4346d8), an estimate"
-costs.to_csv(here / "job_costs.csv", index=False)
+costs.loc[job, "source"] += (
+    f" - {restores - 1} draws x {draw_saved:.2f} s (the weights drawn once, d4346d8), an estimate"
+)
+# Last, the jobs measured at d3ed14d (head-d3ed14d/: e2e 2.7B bf16-compiled, the last warm-up job, and
+# the ladder's small and 2.7B jobs at context 512 and small's at 1024), through the pipeline on one
+# H200, one job at a time (section 13): charged as measured, replacing the estimate above, the
+# count-5 charge and the ladder's H100 costs of ab1a14a.
+charge_as_measured(costs, [("head-d3ed14d", "head-d3ed14d")])
+costs.to_csv(out, index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
