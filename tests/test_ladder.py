@@ -562,6 +562,23 @@ def test_a_rungs_first_call_counts_as_warm_up_in_the_jobs_cost_split():
     phases.reset()
 
 
+def test_the_loss_checks_count_as_check_in_the_jobs_cost_split():
+    """A checked job trains every rung for its loss check (at 2.7B most of the job): its cost split
+    names that time check, not an unattributed remainder."""
+    from lmperf.measure import phases
+
+    rung = RUNGS[0]
+    ladder = Ladder("nano", 16, 2, torch.device("cpu"), (rung,))
+    run = LadderRun(ladder, {rung.name: {}}, settle_seconds=0.0, check_steps=2)
+    step = ladder.step(rung)
+    phases.reset()
+    run.check(rung, lambda: (time.sleep(0.2), step()))
+    split = phases.split()
+    assert split["check"] >= 0.4 and split["check"] > 10 * split["other"]
+    assert run.rows[rung.name]["check_steps"] == 2
+    phases.reset()
+
+
 def test_a_checked_part_needs_its_timed_part():
     from lmperf.studies import ladder as study
 

@@ -1,4 +1,5 @@
-"""Where a measuring job's wall time goes: start, build, warm-up, capture, settle, timed, write.
+"""Where a measuring job's wall time goes: start, build, warm-up, capture, settle, timed, profile,
+check (the ladder's loss checks, steps trained to show its rungs compute the same thing), write.
 
 A GPU run's cost is mostly not its timed steps: process start and imports, building the model,
 compiling and autotuning (in the warm-up steps), capturing CUDA graphs, holding the GPU at its
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-PHASES = ("start", "build", "warmup", "capture", "settle", "timed", "profile", "write", "other")
+PHASES = ("start", "build", "warmup", "capture", "settle", "timed", "profile", "check", "write", "other")
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ GPU machine, and the job's own result rows (``results/`` mirrors ``benchmarks/``
 job whose rows were measured on a CPU (``device_type``) held none, so a CPU-only run costs no GPU time.
 
 Where the time went: each job's ``benchmarks/<target>.cost.csv`` (lmperf.measure.phases), beside its
-benchmark file, splits it into start, build, warm-up, capture, settle, timed, profile, write and
-other; ``exit`` is the rest of the benchmark's wall time: the processes ending after the last write (a
+benchmark file, splits it into start, build, warm-up, capture, settle, timed, profile, check, write
+and other; ``exit`` is the rest of the benchmark's wall time: the processes ending after the last write (a
 study's job ends without Python's finalization, lmperf.studies.run_study; torchrun's launcher, around a
 multi-process job, ends as usual).
 The same files give each job's start, GPUs and host, so the section also says how long the run took
@@ -171,8 +171,8 @@ def render(jobs: pd.DataFrame) -> str:
         [
             "Where each study's job time went, from the split each job wrote beside its benchmark file "
             "(`lmperf.measure.phases`): *start* is process start and imports, *warmup* includes compiling and "
-            "autotuning, *timed* the measured steps and their statistics, *exit* the processes ending after the "
-            "last write.",
+            "autotuning, *timed* the measured steps and their statistics, *check* the ladder's loss checks, *exit* "
+            "the processes ending after the last write.",
             "",
             table(split),
             "",

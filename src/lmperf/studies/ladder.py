@@ -25,9 +25,9 @@ speed does), the split into forward, backward and optimizer (CUDA events), the o
 against its 28 B/param bound at the HBM bandwidth measured in this process, peak memory, and the SM
 clock and power during its replay (``lmperf.measure.power``). ``--check-steps N`` proves the rungs
 compute the same thing: from the same initial weights and batch, each rung trains N steps at
-learning rate ``check_lr`` (``lmperf.model.repeated_batch_lr``), then one fp32 eager forward gives its
-loss (``initial_loss`` beside it shows that training moved it). Every AdamW is built with that rate:
-a graph bakes it in, and it does not change what a step costs.
+learning rate ``lmperf.model.repeated_batch_lr`` (the rows' ``check_lr``), then one fp32 eager
+forward gives its loss (``initial_loss`` beside it shows that training moved it). Every AdamW is
+built with that rate: a graph bakes it in, and the update runs the same kernels at any rate.
 
 A point has two parts: ``time_ladder``, the timed turns, then ``check_ladder``, the loss checks and
 kernel profiles. ``--part both`` runs them in one process; the pipeline runs ``--part timed``, then
@@ -62,6 +62,7 @@ from lmperf.measure.env import fingerprint
 from lmperf.measure.flops import ADAMW_BYTES_PER_PARAM, peak_tflops, step_flops
 from lmperf.measure.harness import graphed_columns, launched_columns, steady_peak_gib
 from lmperf.measure.kernels import categorize
+from lmperf.measure.phases import phase
 from lmperf.measure.power import SETTLE_RULE, hold, nvidia_smi_id
 from lmperf.measure.rows import write_rows
 from lmperf.measure.timing import HOST_BOUND
@@ -519,8 +520,8 @@ class LadderRun:
                     else:
                         launched.setdefault(r.name, []).append(block)
                         clock, n = ladder.clocks[r.name], len(block.timings.host_s)
-                        for phase in PHASES:
-                            phases.setdefault(r.name, {}).setdefault(phase, []).extend(clock.seconds(phase, last=n))
+                        for part in PHASES:
+                            phases.setdefault(r.name, {}).setdefault(part, []).extend(clock.seconds(part, last=n))
                         if turn == 0:
                             rows[r.name]["peak_mem_gib"] = steady_peak_gib(step, device)
                         rows[r.name]["attention_kernel"] = attention_kernel(r.attention)
@@ -581,8 +582,9 @@ class LadderRun:
             return
         self.ladder.start(rung.name)
         try:
-            for _ in range(self.check_steps):
-                step()
+            with phase("check"):
+                for _ in range(self.check_steps):
+                    step()
         except torch.OutOfMemoryError as error:
             self.rows[rung.name]["note"] = f"loss check: {str(error).splitlines()[0]}"
             return
@@ -629,6 +631,7 @@ class LadderRun:
         self.ladder.drop_bf16()
 
 
+@phase("profile")
 def kernel_times(step, device: torch.device, settle_s: float = 0.0, steps: int = 3) -> pd.DataFrame:
     """GPU time per kernel of ``steps`` calls of a warmed-up ``step`` (a launched step or a graph replay)
     under torch.profiler: what the compiler leaves on the table, by name and category. The step is
