@@ -212,6 +212,7 @@ def test_the_readmes_projection_table_and_totals_are_the_committed_projections()
         f"{walls[1] / 60:.1f} hours on 1, which skips DDP and NCCL)"
     ) in project_readme
     assert f"{total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.0f} minutes on 4 GPUs" in project_readme
+    assert f"about {total['gpu_min'] / 60:.1f} GPU-hours; {total['wall_min']:.0f} minutes or more" in project_readme
     assert (
         f"({total_wide['gpu_min']:.0f} GPU-minutes, {total_wide['wall_min']:.0f} minutes on 4 GPUs)" in project_readme
     )
@@ -500,10 +501,10 @@ def test_section_12s_statements_are_its_rows_and_logs():
         for p in range(5)
     ]
     nine = before[:2] + before[3:]  # the tenth, forward's process 2, was not measured here
-    measured = [
+    warmups = [
         benchmark_wall(f) for run in SECTION_12 for f in sorted((SLICE / run).rglob("benchmarks/warmup/**/*.tsv"))
     ]
-    projected = (sum(measured) + before[2]) / 60  # the tenth still charged its count-5 job then
+    projected = (sum(warmups) + before[2]) / 60  # the tenth still charged its count-5 job then
     assert f"count-5 jobs' {min(nine):.1f}-{max(nine):.1f} s (section 11)" in text
     assert f"falls from {sum(before) / 60:.1f} to {projected:.1f} GPU-minutes" in text
     logs = sorted((SLICE / "head-932eda2/logs/e2e").rglob("*.log")) + sorted(
@@ -651,3 +652,42 @@ def test_section_13s_statements_are_its_rows_and_logs():
     ) in text
     seconds, n, probe, most = holds["2.7B", "ctx512-timed"]
     assert probe == 0 and f"{n} holds, {seconds:.1f} s, {most} at the most allowed" in text
+    before_probe = [
+        sum(map(float, re.findall(r"power: held \d+ steps for ([\d.]+) s", log.read_text())))
+        for log in [
+            *sorted(SLICE.glob("cuts/gc/ladder/*/*.log")),
+            SLICE / "head-8f96bdc/logs/ladder/small/ctx1024-timed.log",
+        ]
+    ]
+    assert (
+        f"before the probe they held {min(before_probe[:-1]):.1f}-{max(before_probe[:-1]):.1f} s at 512 (`cuts/gc/`, "
+        f"section 4) and {before_probe[-1]:.1f} s at 1024"
+    ) in text
+    lower = pairs["graphed_sm_clock_mhz"] < pairs["graphed_sm_clock_mhz_old"]
+    drop = pairs["graphed_sm_clock_mhz_old"] - pairs["graphed_sm_clock_mhz"]
+    assert (
+        f"lower in {lower[short].sum()} of the {short.sum()} pairs at 128 and 256 too (by {drop[short].median():g} "
+        f"MHz at the median), and in {lower[long].sum()} of the {long.sum()} at 512 and 1024 (by "
+        f"{drop[long].median():g} MHz)"
+    ) in text
+    walls = {
+        name: benchmark_wall(SLICE / run / "benchmarks/e2e/2.7B/bf16-compiled.tsv")
+        for name, run in (("now", SECTION_13), ("then", "head-932eda2"))
+    }
+    charged = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    assert charged.loc["benchmarks/e2e/2.7B/bf16-compiled.tsv", "wall_s"] == walls["now"]
+    assert (
+        f"took {walls['now']:.1f} s**, where section 12's run took {walls['then']:.1f} s and the projection charged "
+        f"it {table_row(section.splitlines(), 'e2e 2.7B bf16-compiled').split(' | ')[1]} s, an estimate"
+    ) in text
+    warmup = SLICE / SECTION_13 / "benchmarks/warmup/small/forward/p2.tsv"
+    five = SLICE.parent / "h100/graph-capture/benchmarks/warmup/small/forward/w5-p2.tsv"
+    assert (
+        f"took {benchmark_wall(warmup):.1f} s, where it was charged its count-5 job's {benchmark_wall(five):.1f} s"
+        in text
+    )
+    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study").loc["all"] for n in ("", "-wide"))
+    assert (
+        f"**Projection: {full['gpu_min']:.0f} GPU-minutes, {full['wall_min']:.0f} minutes on four GPUs** "
+        f"({wide['gpu_min']:.0f} and {wide['wall_min']:.0f} with `wide.yaml`; it was 184 and 49)"
+    ) in text

@@ -5,6 +5,7 @@ import re
 import pandas as pd
 import pytest
 
+from conftest import ROOT
 from lmperf.report import flash_figures, flash_section
 
 ENV = {"device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.11.0", "commit": "abc"}
@@ -504,14 +505,22 @@ def test_the_e2e_method_names_a_precision_that_ran_eager_alone():
 
 
 def test_the_e2e_method_names_each_sizes_learning_rate_from_its_rows():
-    from lmperf.report.e2e_section import learning_rates
+    """The smoke run's e2e rows, as the report renders them, with the rate recorded: the method
+    paragraph names it by size; rows that do not record one name none."""
+    from lmperf.report import e2e_section, render
 
-    rows = pd.DataFrame({"size": ["2.7B", "small", "small"], "lr": [1.25e-05, 4.1667e-05, 4.1667e-05]})
-    assert learning_rates(rows) == (
-        " at a learning rate by size (4.17e-05 at small, 1.25e-05 at 2.7B), the one at which train steps repeated on"
-        " the point's one batch keep the weights finite"
-    )
-    assert learning_rates(rows.drop(columns="lr")) == ""  # rows from before the rate was recorded
+    rows = render.read(ROOT / "tests/data/smoke-cpu/e2e.csv")
+    warmup = render.read(ROOT / "tests/data/smoke-cpu/warmup.csv")
+    rates = {"tiny": 5e-4, "nano": 1e-3}  # the smoke grid's sizes: nano is the smaller
+    assert set(rows["size"]) == set(rates)
+    text = e2e_section.render(rows.assign(lr=rows["size"].map(rates)), warmup)
+    assert (
+        "AdamW at learning rate 0.001 at nano, 0.0005 at tiny (at which train steps repeated on one batch keep the "
+        "weights finite), fp32 matmul precision"
+    ) in text
+    assert "learning rate" not in e2e_section.render(rows, warmup)
+    two = pd.DataFrame({"size": ["2.7B", "small", "small"], "lr": [1.25e-05, 4.1667e-05, 4.1667e-05]})
+    assert e2e_section.learning_rates(two).startswith(" at learning rate 4.17e-05 at small, 1.25e-05 at 2.7B (")
 
 
 def test_replays_taken_in_turns_are_compared_unpaired():

@@ -5,11 +5,13 @@ less what the cut of cuts/gc saved, and the profile's per-point jobs joined into
 cuts/profile measured; then the jobs measured after the cuts (head-8f96bdc, head-507f3e6,
 head-7bc5294, head-5cda776), the DDP jobs of ../ddp-ranks and the flash jobs of ../flash-sweep-rounds
 replace their earlier costs, the profile jobs are scaled by the cut of cuts/ranges or measured after it
-(head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); last,
+(head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); then
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
-warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; last,
+warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; then
 the jobs of section 12 (head-932eda2, head-d4346d8), the 2.7B bf16-compiled one less the weight
-draws that d4346d8 saves; last, the jobs of section 13 (head-d3ed14d)."""
+draws that d4346d8 saves; last, the jobs of section 13 (head-d3ed14d).
+
+Run from the project's root: job_costs.py SLICE [OUT] (OUT defaults to SLICE/job_costs.csv)."""
 
 import re
 import sys

@@ -9,14 +9,15 @@ from lmperf import grid
 
 def repeated_batch_lr(d_model: int) -> float:
     """The learning rate at which one batch, stepped on again and again, trains stably: 0.032 / d_model
-    (1e-3 for nano, 4.2e-5 for small, 1.25e-5 for 2.7B). The timed train steps and the ladder's loss
-    checks step on one batch.
+    (1e-3 for nano, 4.2e-5 for small, 1.25e-5 for 2.7B). The timed train steps (e2e, batch, warm-up)
+    and the ladder's loss checks step on one batch.
 
     Adam moves every weight by about lr a step, so a layer's output by about lr × fan-in: this keeps
     that near 3% of its scale at every size. At 1e-3 a 2.7B model's 20 steps on one batch are chaotic:
-    two AdamWs that differ only in rounding ended 0.44 apart in loss (H100, commit b71167951f1d), and
-    tens of replayed train steps made its weights non-finite (notes/one-allocation.md, section 11).
-    The rate does not change what a step costs: the update does the same arithmetic at any rate.
+    two AdamWs that differ only in rounding ended 0.44 apart in loss (H100, commit b71167951f1d; the
+    same in notes/one-allocation.md, section 11), and e2e's replayed train steps made its weights
+    non-finite at every context (section 17 there). The update runs the same kernels and arithmetic
+    at any rate; at the power limit the values it multiplies can still move the clock (section 10).
     """
     return 0.032 / d_model
 
