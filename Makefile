@@ -1,8 +1,9 @@
 # make report: create .venv and run the pipeline on the default grid (grid: auto in config.yaml)
 # make test:   create .venv, check lint and formatting, and run the tests (CPU only)
-# TORCH selects the torch requirement: the default pins the CPU build CI uses; on a GPU machine
+# TORCH selects the torch requirement: the default pins the version CI uses (pip takes the build
+# its index serves; CI's is the CPU build); on a GPU machine
 # use e.g. `make report TORCH=torch`, or an existing environment (`make report VENV=/path/to/env TORCH=torch`:
-# without TORCH=torch the install would replace that environment's torch with the pinned build).
+# without TORCH=torch the install would replace that environment's torch with the pinned version).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0

@@ -404,7 +404,7 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
         in text
     )
     scaled = costs.loc[["benchmarks/profile/small.tsv", "benchmarks/profile/medium.tsv"], "wall_s"].sum() / 60
-    assert f"operator-ranges cut's ratio ({scaled:.1f};" in text
+    assert f"operator-ranges cut's ratio ({scaled:.1f} GPU-minutes in all;" in text
 
 
 def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_are_the_h100_rows():

@@ -9,8 +9,8 @@ from lmperf import grid
 
 def repeated_batch_lr(d_model: int) -> float:
     """The learning rate at which one batch, stepped on again and again, trains stably: 0.032 / d_model
-    (1e-3 for nano, 4.2e-5 for small, 1.25e-5 for 2.7B). The timed train steps (e2e, batch, warm-up)
-    and the ladder's loss checks step on one batch.
+    (1e-3 for nano, 4.2e-5 for small, 1.25e-5 for 2.7B). The timed train steps (e2e, batch) and the
+    ladder's loss checks step on one batch.
 
     Adam moves every weight by about lr a step, so a layer's output by about lr × fan-in: this keeps
     that near 3% of its scale at every size. At 1e-3 a 2.7B model's 20 steps on one batch are chaotic:
