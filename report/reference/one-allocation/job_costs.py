@@ -8,8 +8,7 @@ replace their earlier costs, the profile jobs are scaled by the cut of cuts/rang
 (head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); then
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
 warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; then
-the jobs of section 12 (head-932eda2, head-d4346d8), the 2.7B bf16-compiled one less the weight
-draws that d4346d8 saves; last, the jobs of section 13 (head-d3ed14d).
+the jobs of section 12 (head-932eda2, head-d4346d8); last, the jobs of section 13 (head-d3ed14d).
 
 Run from the project's root: job_costs.py SLICE [OUT] (OUT defaults to SLICE/job_costs.csv)."""
 
@@ -245,26 +244,13 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # Then the jobs measured at 932eda2 (head-932eda2/: e2e 2.7B bf16-compiled, two warm-up jobs) and at
 # d4346d8 (head-d4346d8/: e2e fp32-eager at large, xl and 2.7B, seven warm-up jobs), through the
 # pipeline on one H200, one job at a time (section 12): charged as measured, replacing the scaled costs
-# and the count-5 charges. d4346d8 draws the weights that e2e restores once a job, where 932eda2 drew
-# them at every restore: the 2.7B bf16-compiled job, which restored four times, is charged less the
-# three draws it would no longer make, each the median draw against the median copy of
-# ../../../notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt (an estimate, named in `source`).
-charge_as_measured(costs, [("head-932eda2", "head-932eda2"), ("head-d4346d8", "head-d4346d8")])
-restore_log = (here / "../../../notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text()
-turns = pd.DataFrame(re.findall(r"^\d+ \| ([\d.]+) \| ([\d.]+)$", restore_log, re.M), dtype=float)
-draw_saved = turns[0].median() - turns[1].median()
-restores = (
-    (here / "head-932eda2/logs/e2e/2.7B/bf16-compiled.log").read_text().count("weights from the same seed are restored")
+# and the count-5 charges. Last, the jobs measured at d3ed14d (head-d3ed14d/: e2e 2.7B bf16-compiled
+# again, the last warm-up job, and six ladder jobs at small and 2.7B), the same way (section 13):
+# charged as measured, replacing 932eda2's e2e job (which restored broken weights four times), the
+# last count-5 charge, and the ladder's costs of ab1a14a (H100) and 8f96bdc (H200).
+charge_as_measured(
+    costs,
+    [("head-932eda2", "head-932eda2"), ("head-d4346d8", "head-d4346d8"), ("head-d3ed14d", "head-d3ed14d")],
 )
-job = costs["job"] == "benchmarks/e2e/2.7B/bf16-compiled.tsv"
-costs.loc[job, "wall_s"] -= (restores - 1) * draw_saved
-costs.loc[job, "source"] += (
-    f" - {restores - 1} draws x {draw_saved:.2f} s (the weights drawn once, d4346d8), an estimate"
-)
-# Last, the jobs measured at d3ed14d (head-d3ed14d/: e2e 2.7B bf16-compiled, the last warm-up job, and
-# the ladder's small and 2.7B jobs at context 512 and small's at 1024), through the pipeline on one
-# H200, one job at a time (section 13): charged as measured, replacing the estimate above, the
-# count-5 charge and the ladder's H100 costs of ab1a14a.
-charge_as_measured(costs, [("head-d3ed14d", "head-d3ed14d")])
 costs.to_csv(out, index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
