@@ -36,6 +36,32 @@ def table_row(lines, label: str) -> str:
     return next((x for x in lines if x.startswith(f"| {label} | ")), "")
 
 
+def readme_section(start: str, end: str) -> str:
+    """The slice README's text from the heading ``start`` to the heading ``end``."""
+    readme = (SLICE / "README.md").read_text()
+    return readme[readme.index(start) : readme.index(end)]
+
+
+def draw_saving() -> float:
+    """What a restore saves by copying kept weights: the median draw less the median copy of the
+    restore log (notes/e2e_restore.py)."""
+    restore = (ROOT / "notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text().splitlines()
+    turns = [line.split(" | ") for line in restore if line[:1].isdigit() and " | " in line]
+    return statistics.median(float(t[1]) for t in turns) - statistics.median(float(t[2]) for t in turns)
+
+
+def graphed_halfwidth(rows: pd.DataFrame) -> pd.Series:
+    """Each row's graphed 95% CI half-width, as a share of its graphed median."""
+    return (rows["graphed_ci95_high_ms"] - rows["graphed_ci95_low_ms"]) / 2 / rows["graphed_median_ms"]
+
+
+def holds(log: Path) -> list[tuple[float, str]]:
+    """A job log's holds (lmperf.measure.power.hold): the seconds of each, and why it ended."""
+    return [
+        (float(s), why) for s, why in re.findall(r"power: held \d+ steps for ([\d.]+) s: (.+)$", log.read_text(), re.M)
+    ]
+
+
 def jobs(*rows):
     return job_list([f"benchmarks/{study}/{name}.tsv" for study, name, _ in rows], [gpus for *_, gpus in rows])
 
@@ -441,10 +467,8 @@ def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
     files'."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
     readme = (SLICE / "README.md").read_text()
-    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") : readme.index("## 13. ")].splitlines()
-    restore = (ROOT / "notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text().splitlines()
-    turns = [line.split(" | ") for line in restore if line[:1].isdigit() and " | " in line]
-    saved = statistics.median(float(t[1]) for t in turns) - statistics.median(float(t[2]) for t in turns)
+    text, lines = " ".join(readme.split()), readme_section("## 12. ", "## 13. ").splitlines()
+    saved = draw_saving()
     log = (SLICE / "head-932eda2/logs/e2e/2.7B/bf16-compiled.log").read_text()
     restores = log.count("weights from the same seed are restored")
     assert restores == 4 and f"three draws at the medians' difference, {saved:.2f} s each" in text
@@ -485,7 +509,7 @@ def test_section_12s_statements_are_its_rows_and_logs():
     table's column), the warm-up jobs' charges before (their count-5 jobs), the holds in the e2e logs,
     the rows' statuses and CIs, and the compiled job's `build` phase split by its log."""
     readme = (SLICE / "README.md").read_text()
-    text, lines = " ".join(readme.split()), readme[readme.index("## 12. ") : readme.index("## 13. ")].splitlines()
+    text, lines = " ".join(readme.split()), readme_section("## 12. ", "## 13. ").splitlines()
     measured = {}
     for line in lines:
         if line.startswith("| e2e "):
@@ -510,11 +534,8 @@ def test_section_12s_statements_are_its_rows_and_logs():
     logs = sorted((SLICE / "head-932eda2/logs/e2e").rglob("*.log")) + sorted(
         (SLICE / "head-d4346d8/logs/e2e").rglob("*.log")
     )
-    held = [line for log in logs for line in log.read_text().splitlines() if "lmperf.measure.power: held" in line]
-    ends = {
-        why: sum(line.endswith(why) for line in held)
-        for why in ("steady", "the most allowed", "far below the power limit")
-    }
+    held = [why for log in logs for _, why in holds(log)]
+    ends = {why: held.count(why) for why in ("steady", "the most allowed", "far below the power limit")}
     assert len(logs) == 4 and sum(ends.values()) == len(held)
     assert (
         f"the four e2e jobs' logs hold {len(held)} holds, {ends['steady']} ended by the windows, "
@@ -524,7 +545,7 @@ def test_section_12s_statements_are_its_rows_and_logs():
         run: pd.concat(pd.read_csv(f) for f in sorted((SLICE / run / "rows/e2e").rglob("*.csv"))) for run in SECTION_12
     }
     fp32_rows, bf16_rows = rows["head-d4346d8"], rows["head-932eda2"]
-    width = lambda r: (r["graphed_ci95_high_ms"] - r["graphed_ci95_low_ms"]) / 2 / r["graphed_median_ms"]  # noqa: E731
+    width = graphed_halfwidth
     assert len(fp32_rows) == 36 and (fp32_rows["status"] == "ok").all() and (width(fp32_rows) <= 0.01).all()
     ok = bf16_rows[bf16_rows["status"] == "ok"]
     wide = width(ok)[width(ok) > 0.01]
@@ -548,12 +569,9 @@ def test_section_13s_jobs_are_charged_and_tabled_as_their_files_say():
     charge before (the cost it replaced, from that cost's own files), its benchmark and cost-split
     files; and the ranges its text gives are the table's."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
-    readme = (SLICE / "README.md").read_text()
-    section = readme[readme.index("## 13. ") : readme.index("## What is next")]
+    section = readme_section("## 13. ", "## What is next")
     text, lines = " ".join(section.split()), section.splitlines()
-    restore = (ROOT / "notes/logs/2026-11-30-e2e_restore-d4346d8-h200.txt").read_text().splitlines()
-    turns = [line.split(" | ") for line in restore if line[:1].isdigit() and " | " in line]
-    saved = statistics.median(float(t[1]) for t in turns) - statistics.median(float(t[2]) for t in turns)
+    saved = draw_saving()
     h100, run = SLICE.parent / "h100", SLICE / SECTION_13
     gc = [float((SLICE / f"cuts/gc/ladder/{side}/job.log").read_text().split()[-3]) for side in ("4-old", "3-new")]
 
@@ -592,14 +610,13 @@ def test_section_13s_statements_are_its_rows_and_logs():
     """Section 13's sentences, from its rows and logs: the rate in the rows, no restore, every row
     `ok`, the CIs, naive attention's train step against SDPA's, the medians against section 12's rows
     of the same job, and the ladder's holds by how they ended."""
-    readme = (SLICE / "README.md").read_text()
-    section = readme[readme.index("## 13. ") : readme.index("## What is next")]
+    section = readme_section("## 13. ", "## What is next")
     text = " ".join(section.split())
     run = SLICE / SECTION_13
     e2e = pd.read_csv(run / "rows/e2e/2.7B/bf16-compiled.csv")
     assert set(e2e["lr"]) == {0.032 / 2560} and f"{0.032 / 2560:.3g} at 2.7B" in text
     assert "restored" not in (run / "logs/e2e/2.7B/bf16-compiled.log").read_text()
-    width = lambda r: (r["graphed_ci95_high_ms"] - r["graphed_ci95_low_ms"]) / 2 / r["graphed_median_ms"]  # noqa: E731
+    width = graphed_halfwidth
     wide = width(e2e)[width(e2e) > 0.01]
     assert len(e2e) == 36 and (e2e["status"] == "ok").all() and "All 36 rows are `ok`" in text
     assert f"{36 - len(wide)} have their graphed CI within 1%" in text
@@ -636,24 +653,24 @@ def test_section_13s_statements_are_its_rows_and_logs():
         f"of the 36 in the timed jobs, {within} have their graphed CI within 1%, the other at {100 * widest:.2f}%"
         in text
     )
-    holds = {}
+    held = {}
     for log in sorted(run.glob("logs/ladder/*/*-timed.log")):
-        held = re.findall(r"power: held \d+ steps for ([\d.]+) s: (.+)$", log.read_text(), re.M)
-        holds[log.parent.name, log.stem] = (
-            sum(float(s) for s, _ in held),
-            len(held),
-            sum(why == "far below the power limit" for _, why in held),
-            sum(why == "the most allowed" for _, why in held),
+        ended = [why for _, why in holds(log)]
+        held[log.parent.name, log.stem] = (
+            sum(seconds for seconds, _ in holds(log)),
+            len(ended),
+            ended.count("far below the power limit"),
+            ended.count("the most allowed"),
         )
-    (s512, n512, p512, _), (s1024, n1024, p1024, _) = holds["small", "ctx512-timed"], holds["small", "ctx1024-timed"]
+    (s512, n512, p512, _), (s1024, n1024, p1024, _) = held["small", "ctx512-timed"], held["small", "ctx1024-timed"]
     assert (
         f"{s512:.1f} s ({n512} holds, {p512} ended by the probe) at 512 and {s1024:.1f} s ({n1024} holds, "
         f"{p1024} by the probe) at 1024"
     ) in text
-    seconds, n, probe, most = holds["2.7B", "ctx512-timed"]
+    seconds, n, probe, most = held["2.7B", "ctx512-timed"]
     assert probe == 0 and f"{n} holds, {seconds:.1f} s, {most} at the most allowed" in text
     before_probe = [
-        sum(map(float, re.findall(r"power: held \d+ steps for ([\d.]+) s", log.read_text())))
+        sum(seconds for seconds, _ in holds(log))
         for log in [
             *sorted(SLICE.glob("cuts/gc/ladder/*/*.log")),
             SLICE / "head-8f96bdc/logs/ladder/small/ctx1024-timed.log",
