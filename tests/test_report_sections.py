@@ -515,8 +515,8 @@ def test_the_e2e_method_names_each_sizes_learning_rate_from_its_rows():
     assert set(rows["size"]) == set(rates)
     text = e2e_section.render(rows.assign(lr=rows["size"].map(rates)), warmup)
     assert (
-        "AdamW at learning rate 0.001 at nano, 0.0005 at tiny (at which train steps repeated on one batch keep the "
-        "weights finite), fp32 matmul precision"
+        "AdamW at learning rate 0.001 at nano, 0.0005 at tiny (chosen so that train steps repeated on one batch "
+        "keep the weights finite), fp32 matmul precision"
     ) in text
     assert "learning rate" not in e2e_section.render(rows, warmup)
     two = pd.DataFrame({"size": ["2.7B", "small", "small"], "lr": [1.25e-05, 4.1667e-05, 4.1667e-05]})

@@ -345,7 +345,7 @@ def learning_rates(e2e: pd.DataFrame) -> str:
         return ""
     rates = sort_by_size(e2e.dropna(subset=["lr"]).drop_duplicates("size"), ["size"])
     listed = ", ".join(f"{lr:.3g} at {size}" for size, lr in zip(rates["size"], rates["lr"]))
-    return f" at learning rate {listed} (at which train steps repeated on one batch keep the weights finite)"
+    return f" at learning rate {listed} (chosen so that train steps repeated on one batch keep the weights finite)"
 
 
 def naive_alone(e2e: pd.DataFrame) -> str:
