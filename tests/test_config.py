@@ -1,6 +1,7 @@
 import copy
 import re
 import shutil
+from collections import Counter
 
 import pytest
 import yaml
@@ -146,11 +147,19 @@ def test_e2e_exclude_must_be_a_list_of_globs():
 
 
 def test_the_wide_overlay_adds_back_what_the_full_grid_leaves_out(tmp_path):
-    """wide.yaml: the ladder at all five sizes, fp32 compiled e2e targets and DDP at global batch 4."""
+    """wide.yaml: the ladder at all five sizes, fp32 compiled e2e targets, DDP at global batch 4 and
+    the tiled PyTorch FlashAttention in the sweep."""
     workdir = copy_pipeline(tmp_path)
     shutil.copy(ROOT / "wide.yaml", workdir)
-    full = dry_run(workdir, "--config", "grid=full")
-    wide = dry_run(workdir, "--configfile", "config.yaml", "wide.yaml")
+    full_jobs = dry_run_jobs(workdir, "--config", "grid=full")
+    wide_jobs = dry_run_jobs(workdir, "--configfile", "config.yaml", "wide.yaml")
+    full, wide = (dict(Counter(job["rule"] for job in jobs)) for jobs in (full_jobs, wide_jobs))
+
+    def sweep_implementations(jobs):
+        return {re.search(r"--implementations (\S+)", j["shell"]).group(1) for j in jobs if j["rule"] == "flash_sweep"}
+
+    assert sweep_implementations(full_jobs) == {"ours_triton,naive,naive_compiled,sdpa_flash,sdpa_cudnn,fa4"}
+    assert sweep_implementations(wide_jobs) == {",".join(grid.FLASH_IMPLEMENTATIONS)}
     assert (full["e2e"], full["ladder_timed"], full["ladder"], full["ddp_train"]) == (15, 4, 4, 2)
     assert (wide["e2e"], wide["ladder_timed"], wide["ladder"], wide["ddp_train"]) == (20, 10, 10, 4)
     assert {k: v for k, v in wide.items() if k not in ("e2e", "ladder_timed", "ladder", "ddp_train")} == {

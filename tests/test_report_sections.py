@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
+from lmperf import grid
 from lmperf.report import flash_figures, flash_section
 
 ENV = {"device_name": "NVIDIA H100 80GB HBM3", "torch_version": "2.11.0", "commit": "abc"}
@@ -140,6 +141,21 @@ def test_sweep_section_tables_memory_and_failures():
     assert re.search(r"\| 2048\s+\| 4\.096\s+\| 2\.048", text)  # naive then ours_triton, from the rows
     assert "×2.00 for ×2.00 the sequence (at most linear in sequence length; an N² buffer would grow ×4.00)" in text
     assert "naive bf16: oom" in text and "sdpa_flash fp32: skipped" in text
+
+
+def test_sweep_names_the_implementations_it_left_out_and_why():
+    frame = sweep_frame()
+    ran = set(frame["implementation"])
+    left = [name for name in grid.FLASH_IMPLEMENTATIONS if name not in ran]
+    assert "ours_pytorch" in left  # the fixture times naive and ours_triton (sdpa_flash skipped)
+    text = flash_section.render(leaderboard_frame(), frame)
+    assert f"This run's sweep did not time {', '.join(left)} (the grid's `flash.sweep.implementations`: " in text
+    assert "the full grid leaves out ours_pytorch" in text and "`wide.yaml` times it" in text
+    every = pd.concat([frame.iloc[:1].assign(implementation=name) for name in left] + [frame])
+    assert "did not time" not in flash_section.render(leaderboard_frame(), every)
+    pytorch_timed = pd.concat([frame.iloc[:1].assign(implementation="ours_pytorch"), frame])
+    text = flash_section.render(leaderboard_frame(), pytorch_timed)
+    assert "did not time" in text and "ours_pytorch" not in text.split("did not time")[1].split("\n")[0]
 
 
 def test_sweep_compares_ours_with_the_fastest_other_at_the_longest_sequence():
