@@ -8,7 +8,8 @@ replace their earlier costs, the profile jobs are scaled by the cut of cuts/rang
 (head-dd2cc4a), and the e2e jobs are charged the holds that taking turns added (head-d3fc0d3); then
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
 warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; then
-the jobs of section 12 (head-932eda2, head-d4346d8); last, the jobs of section 13 (head-d3ed14d).
+the jobs of section 12 (head-932eda2, head-d4346d8) and of section 13 (head-d3ed14d); last, the jobs
+of section 14 (head-6e3f832).
 
 Run from the project's root: job_costs.py SLICE [OUT] (OUT defaults to SLICE/job_costs.csv)."""
 
@@ -247,10 +248,18 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # and the count-5 charges. Last, the jobs measured at d3ed14d (head-d3ed14d/: e2e 2.7B bf16-compiled
 # again, the last warm-up job, and six ladder jobs at small and 2.7B), the same way (section 13):
 # charged as measured, replacing 932eda2's e2e job (which restored broken weights four times), the
-# last count-5 charge, and the ladder's costs of ab1a14a (H100) and 8f96bdc (H200).
+# last count-5 charge, and the ladder's costs of ab1a14a (H100) and 8f96bdc (H200). Then the jobs
+# measured at 6e3f832 (head-6e3f832/: the eight flash sweep jobs without the tiled PyTorch attention,
+# the ladder's two small jobs at context 512, and the 2-rank DDP train and timeline jobs), through the
+# pipeline on two H200s, one-GPU jobs side by side (section 14): charged as measured.
 charge_as_measured(
     costs,
-    [("head-932eda2", "head-932eda2"), ("head-d4346d8", "head-d4346d8"), ("head-d3ed14d", "head-d3ed14d")],
+    [
+        ("head-932eda2", "head-932eda2"),
+        ("head-d4346d8", "head-d4346d8"),
+        ("head-d3ed14d", "head-d3ed14d"),
+        ("head-6e3f832", "head-6e3f832"),
+    ],
 )
 costs.to_csv(out, index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))
