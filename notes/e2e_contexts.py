@@ -56,7 +56,7 @@ def main() -> None:
         print(f"\n{inside} of {counted} middle-context ratios lie between the ends' (within 1%). Outside:")
         for name, group in table.groupby(level="comparison", sort=False):
             outside = sum(int((~between[ctx][group.index] & group[ctx].notna()).sum()) for ctx in MIDDLE)
-            print(f"  {name}: {outside} of {2 * len(group)}")
+            print(f"  {name}: {outside} of {int(group[list(MIDDLE)].notna().sum().sum())}")
         print()
 
 

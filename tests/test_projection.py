@@ -21,13 +21,15 @@ SLICE = ROOT / "report" / "reference" / "one-allocation"
 SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's section 12
 SECTION_13 = "head-d3ed14d"  # the run of its section 13, which replaces some of section 12's charges
 SECTION_14 = "head-6e3f832"  # the run of its section 14, which replaces some earlier charges
-# The slice's runs in the order job_costs.py charges them: a later run's cost of a job replaces an earlier's.
+# The slice's runs whose jobs job_costs.py charges as measured, in its order: a later run's cost of a job
+# replaces an earlier's. (Charges it scales, such as the holds added to e2e jobs, are tested apart.)
 RUNS = (
     "head-8f96bdc",
     "head-507f3e6",
     "head-7bc5294",
     "head-5cda776",
     "head-dd2cc4a",
+    "head-d3fc0d3",
     "cuts/probe/with",
     "head-a41e378",
     *SECTION_12,
@@ -77,6 +79,9 @@ def holds(log: Path) -> list[tuple[float, str]]:
     ]
 
 
+SOURCES = {"cuts/probe/with": "cuts/probe"}  # a run's name in job_costs.csv's `source`, where not its folder
+
+
 def charged_run(job: str, run: str) -> str:
     """The run whose cost of ``job`` job_costs.py charges: ``run``, or the last run after it that
     measured the job again."""
@@ -85,11 +90,10 @@ def charged_run(job: str, run: str) -> str:
 
 def assert_charged(costs: pd.DataFrame, job: str, run: str) -> None:
     """job_costs.csv charges ``job`` what ``run`` measured, unless a later run measured it again: then
-    that run's wall time, named as its source."""
+    that run's wall time; either way named by the run as its source."""
     last = charged_run(job, run)
     assert costs.loc[job, "wall_s"] == benchmark_wall(SLICE / last / job), (job, last)
-    if last != run:
-        assert costs.loc[job, "source"] == last, job
+    assert costs.loc[job, "source"] == SOURCES.get(last, last), (job, last)
 
 
 def jobs(*rows):
@@ -514,7 +518,6 @@ def test_section_12s_jobs_are_charged_and_tabled_as_their_files_say():
                     f"less three draws at the medians' difference, {saved:.2f} s each ({wall - 3 * saved:.1f} s" in text
                 )
             assert_charged(costs, job, run)
-            assert costs.loc[job, "source"] == charged_run(job, run), job
             if "/e2e/" in job:
                 cells = [
                     *split[["start", "build", "warmup", "capture", "settle", "timed"]],
@@ -621,7 +624,6 @@ def test_section_13s_jobs_are_charged_and_tabled_as_their_files_say():
         job = "benchmarks/" + str(tsv.relative_to(run / "benchmarks"))
         wall, split = benchmark_wall(tsv), cost_split(tsv)
         assert_charged(costs, job, SECTION_13)
-        assert costs.loc[job, "source"] == charged_run(job, SECTION_13), job
         cells = [before(job), wall, *split[["start", "build", "warmup", "capture", "settle", "timed"]]]
         row = (
             " | ".join(f"{v:.1f}" for v in [*cells, split[["write", "other"]].sum()]) + f" | {wall - split.sum():.2f} |"
@@ -819,9 +821,13 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
     assert (
         f"**Projection: {full.loc['all', 'gpu_min']:.0f} GPU-minutes, {full.loc['all', 'wall_min']:.0f} minutes on "
         f"four GPUs** ({wide.loc['all', 'gpu_min']:.0f} and {wide.loc['all', 'wall_min']:.0f} with `wide.yaml`, a "
-        "lower bound; it was 178 and 46)"
+        "lower bound; the full grid's was 178 and 46)"
     ) in text
     thirteen = " ".join(readme_section("## 13. ", "## 14. ").split())
     assert "**Projection: 178 GPU-minutes, 46 minutes on four GPUs**" in thirteen
-    for study, then in (("flash", 30.5), ("ddp", 29.2), ("ladder", 28.5)):
+    for study, then in (("flash", 30.5), ("ddp", 29.2), ("ladder", 28.5)):  # section 3's table before this run
         assert f"{then} → {full.loc[study, 'gpu_min']:.1f}" in text, study
+    idle = 4 * full.loc["all", "wall_min"] - full.loc["all", "gpu_min"]
+    before = 4 * 46.108250264082336 - 177.60969739848184  # section 13's projection.csv, "all"
+    assert f"moves from 46.1 to {full.loc['all', 'wall_min']:.1f} minutes" in text
+    assert f"{before:.1f} GPU-minutes idle before, {idle:.1f} now" in text
