@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.abspath("src"))  # lmperf.registry and lmperf.grid im
 from lmperf.registry import STUDIES, rule_resources, validate_config
 from lmperf.report.projection import priorities
 
-min_version("9.17")  # a rule priority given as a function (longest job first, below)
+min_version("9.17")  # a rule priority given as a function (the run's order, below)
 
 
 configfile: "config.yaml"
@@ -59,9 +59,10 @@ rule all:
 workflow.localrules(*(rule.name for rule in workflow.rules if rule.name not in rule_resources()))
 
 
-# Longest job first, the order the projected wall time assumes: each measuring job's priority is its
-# projected seconds, from the reference's measured costs and, where an earlier run left it, this run's
-# own (results/cost.csv), so that of the jobs ready to run the longest start first.
+# The jobs that hold more GPUs first, then the longest first, the order the projected wall time assumes
+# (lmperf.report.projection.priority says why): each measuring job's priority comes from its GPUs and
+# its projected seconds, from the reference's measured costs and, where an earlier run left it, this
+# run's own (results/cost.csv).
 PRIORITIES = priorities(BENCHMARK_GPUS, ["report/reference/one-allocation/job_costs.csv", "results/cost.csv"])
 for measuring in workflow.rules:
     if measuring.name in rule_resources() and measuring.benchmark:

@@ -1,6 +1,7 @@
 """What a grid will cost before it runs (lmperf.report.projection): each job charged its measured cost
 or its study's median, scheduled onto N GPUs; and the committed projection recomputed from its files."""
 
+import heapq
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import pytest
 from conftest import ROOT, copy_pipeline, dry_run_jobs, snakemake
 from lmperf import grid
 from lmperf.measure.stats import split_ms
-from lmperf.report.projection import job_list, kind, makespan, priorities, project, summary
+from lmperf.report.projection import job_list, kind, makespan, priorities, priority, project, summary
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
 SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's section 12
@@ -96,6 +97,20 @@ def assert_charged(costs: pd.DataFrame, job: str, run: str) -> None:
     assert costs.loc[job, "source"] == SOURCES.get(last, last), (job, last)
 
 
+def longest_first_minutes(jobs_name: str, n_gpus: int) -> float:
+    """The committed costs' wall time on ``n_gpus`` GPUs in the order runs took before section 15,
+    the longest job first (a README section written then states it)."""
+    projected = project(pd.read_csv(SLICE / jobs_name), pd.read_csv(SLICE / "job_costs.csv"))
+    projected = projected[projected["gpus"] <= n_gpus].sort_values("wall_s", ascending=False)
+    free_at, end = [0.0] * n_gpus, 0.0
+    for wall, need in zip(projected["wall_s"], projected["gpus"]):
+        start = max((heapq.heappop(free_at) for _ in range(need)), default=0.0)
+        for _ in range(need):
+            heapq.heappush(free_at, start + wall)
+        end = max(end, start + wall)
+    return end / 60
+
+
 def jobs(*rows):
     return job_list([f"benchmarks/{study}/{name}.tsv" for study, name, _ in rows], [gpus for *_, gpus in rows])
 
@@ -135,9 +150,10 @@ def test_a_cost_measured_on_a_cpu_is_not_a_gpu_cost():
     )
 
 
-def test_priorities_put_the_longest_jobs_first_from_the_cost_files_that_exist(tmp_path):
-    """A run's priorities are the projected seconds: measured, else the kind's median; a later cost
-    file wins; a missing file is passed over; with no file, or a study none of them costs, no order."""
+def test_priorities_put_the_jobs_holding_more_gpus_then_the_longest_first_from_the_cost_files_that_exist(tmp_path):
+    """A run's priorities are the GPUs held, then the projected seconds: measured, else the kind's
+    median; a later cost file wins; a missing file is passed over; with no file, or a study none of
+    them costs, no order."""
     grid = {"benchmarks/e2e/a.tsv": 1, "benchmarks/e2e/b.tsv": 1, "benchmarks/ddp/n2.tsv": 2}
     reference, own = tmp_path / "reference.csv", tmp_path / "cost.csv"
     pd.DataFrame({"job": list(grid)[:2] + ["benchmarks/ddp/n2.tsv"], "wall_s": [60.4, 180.0, 30.0]}).to_csv(
@@ -145,33 +161,37 @@ def test_priorities_put_the_longest_jobs_first_from_the_cost_files_that_exist(tm
     )
     pd.DataFrame({"job": ["benchmarks/e2e/a.tsv"], "wall_s": [300.0]}).to_csv(own, index=False)
     assert priorities(grid, [str(reference), str(tmp_path / "absent.csv")]) == {
-        "benchmarks/e2e/a.tsv": 60,
-        "benchmarks/e2e/b.tsv": 180,
-        "benchmarks/ddp/n2.tsv": 30,
+        "benchmarks/e2e/a.tsv": 1_000_060,
+        "benchmarks/e2e/b.tsv": 1_000_180,
+        "benchmarks/ddp/n2.tsv": 2_000_030,  # the shortest, but it holds two GPUs: first
     }
-    assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 300  # the run's own cost
-    assert priorities({**grid, "benchmarks/e2e/c.tsv": 1}, [str(reference)])["benchmarks/e2e/c.tsv"] == 120
+    assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 1_000_300  # the run's own cost
+    assert priorities({**grid, "benchmarks/e2e/c.tsv": 1}, [str(reference)])["benchmarks/e2e/c.tsv"] == 1_000_120
     assert priorities(grid, [str(tmp_path / "absent.csv")]) == {}
     for broken in ("", "job,seconds\nbenchmarks/e2e/a.tsv,1\n", "job,wall_s\nbenchmarks/e2e/a.tsv,fast\n"):
         own.write_text(broken)  # empty, no wall_s column, not a number: passed over, the reference's costs hold
-        assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 60
+        assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 1_000_060
     assert priorities({**grid, "benchmarks/ladder/x.tsv": 1}, [str(reference)]) == {}  # no ladder cost: no order
 
 
-def test_the_pipeline_starts_the_longest_job_first_and_imports_no_torch_to_order_it(tmp_path):
-    """In a dry run of the full grid each measuring job carries its projected seconds as its priority
-    (from the reference's costs), the longest job the highest; the projection, which the Snakefile
-    imports to order the jobs, imports no torch, so the DAG still builds fast."""
+def test_the_pipeline_orders_jobs_by_gpus_then_length_and_imports_no_torch_to_order_it(tmp_path):
+    """In a dry run of the full grid each measuring job carries its GPUs and projected seconds as its
+    priority (from the reference's costs): the longest of the jobs holding the most GPUs the highest,
+    and among one-GPU jobs the longest the highest; the projection, which the Snakefile imports to
+    order the jobs, imports no torch, so the DAG still builds fast."""
     workdir = copy_pipeline(tmp_path)
     (workdir / "report/reference/one-allocation").mkdir(parents=True)
     shutil.copy2(SLICE / "job_costs.csv", workdir / "report/reference/one-allocation/job_costs.csv")
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")["wall_s"]
     ran = dry_run_jobs(workdir, "--config", "grid=full", "device=cuda")
     measured = {job["benchmark"]: int(job["priority"] or 0) for job in ran if job["benchmark"] in costs.index}
-    grid = set(pd.read_csv(SLICE / "jobs.csv")["job"])
-    assert set(measured) == grid & set(costs.index) and len(measured) >= len(grid) - 1  # all but the estimated one
-    assert all(priority == round(costs[job]) for job, priority in measured.items())
-    assert max(measured, key=measured.get) == costs.idxmax()
+    gpus = pd.read_csv(SLICE / "jobs.csv").set_index("job")["gpus"]
+    assert set(measured) == set(gpus.index) & set(costs.index) and len(measured) >= len(gpus) - 1  # but one estimate
+    assert all(p == gpus[job] * 1_000_000 + round(costs[job]) for job, p in measured.items())
+    most = [job for job in measured if gpus[job] == gpus.max()]
+    assert max(measured, key=measured.get) == max(most, key=costs.get)
+    one = {job: p for job, p in measured.items() if gpus[job] == 1}
+    assert max(one, key=one.get) == costs[list(one)].idxmax()
     check = "import sys, lmperf.report.projection; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
 
@@ -191,11 +211,20 @@ def test_the_last_cost_given_for_a_job_wins():
 def test_the_schedule_puts_jobs_side_by_side_and_waits_for_a_multi_gpu_jobs_gpus():
     assert makespan([10, 10, 10, 10], [1, 1, 1, 1], n_gpus=4) == 10
     assert makespan([10, 10, 10, 10], [1, 1, 1, 1], n_gpus=2) == 20
-    # the 4-GPU job runs alone: longest first, then the three one-GPU jobs side by side
+    # the 4-GPU job runs alone: first, then the three one-GPU jobs side by side
     assert makespan([30, 10, 10, 10], [4, 1, 1, 1], n_gpus=4) == 40
+    assert makespan([10, 30, 10, 10], [4, 1, 1, 1], n_gpus=4) == 40  # first though shorter
     assert makespan([10, 30], [1, 1], n_gpus=4) == 30  # never shorter than the longest job
     with pytest.raises(ValueError, match="0 GPUs"):
         makespan([10], [1], n_gpus=0)
+
+
+def test_a_job_holding_more_gpus_goes_first_so_that_no_gpu_waits_for_it():
+    """Longest first, the 2-GPU job would wait for the 10 s job while the other GPU idles (start at 10,
+    the 4 s job after it: 19 s); first, it runs while both are free (5 s, then 10 s beside 4 s: 15 s)."""
+    assert makespan([10, 5, 4], [1, 2, 1], n_gpus=2) == 15
+    assert priority(5, 2) > priority(10, 1) > priority(4, 1)
+    assert priority(160.24, 4) == 4_000_160  # read in a dry run as four GPUs, 160 s
 
 
 def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
@@ -818,16 +847,37 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
     resolved = compared["vs_anchor_resolved"].astype(bool)
     assert f"{resolved.sum()} of the {len(compared)} ratios to torch DDP are resolved" in text
     full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    walls = {"full": longest_first_minutes("jobs.csv", 4), "wide": longest_first_minutes("jobs-wide.csv", 4)}
     assert (
-        f"**Projection: {full.loc['all', 'gpu_min']:.0f} GPU-minutes, {full.loc['all', 'wall_min']:.0f} minutes on "
-        f"four GPUs** ({wide.loc['all', 'gpu_min']:.0f} and {wide.loc['all', 'wall_min']:.0f} with `wide.yaml`, a "
+        f"**Projection: {full.loc['all', 'gpu_min']:.0f} GPU-minutes, {walls['full']:.0f} minutes on "
+        f"four GPUs** ({wide.loc['all', 'gpu_min']:.0f} and {walls['wide']:.0f} with `wide.yaml`, a "
         "lower bound; the full grid's was 178 and 46)"
     ) in text
     thirteen = " ".join(readme_section("## 13. ", "## 14. ").split())
     assert "**Projection: 178 GPU-minutes, 46 minutes on four GPUs**" in thirteen
     for study, then in (("flash", 30.5), ("ddp", 29.2), ("ladder", 28.5)):  # section 3's table before this run
         assert f"{then} → {full.loc[study, 'gpu_min']:.1f}" in text, study
-    idle = 4 * full.loc["all", "wall_min"] - full.loc["all", "gpu_min"]
+    idle = 4 * walls["full"] - full.loc["all", "gpu_min"]
     before = 4 * 46.108250264082336 - 177.60969739848184  # section 13's projection.csv, "all"
-    assert f"moves from 46.1 to {full.loc['all', 'wall_min']:.1f} minutes" in text
+    assert f"moves from 46.1 to {walls['full']:.1f} minutes" in text
     assert f"{before:.1f} GPU-minutes idle before, {idle:.1f} now" in text
+
+
+def test_section_15s_order_and_its_projections_are_the_committed_files():
+    """Section 15: the wall times before (longest first, recomputed from the committed costs) and
+    after (the committed projections, in the run's order), and the even spread they are set against."""
+    text = " ".join(readme_section("## 15. ", "## What is next").split())
+    after = {
+        name: pd.read_csv(SLICE / f"projection{name}.csv").set_index("study").loc["all"]
+        for name in ("", "-gpus2", "-gpus8", "-wide")
+    }
+    before = {
+        "": longest_first_minutes("jobs.csv", 4),
+        "-gpus2": longest_first_minutes("jobs.csv", 2),
+        "-gpus8": longest_first_minutes("jobs.csv", 8),
+        "-wide": longest_first_minutes("jobs-wide.csv", 4),
+    }
+    arrows = {name: f"{before[name]:.1f} → {after[name]['wall_min']:.1f}" for name in after}
+    assert f"the full grid on four GPUs {arrows['']} minutes, against {after['']['gpu_min'] / 4:.1f} minutes" in text
+    assert f"on two {arrows['-gpus2']}, on eight {arrows['-gpus8']}; with `wide.yaml` on four {arrows['-wide']}" in text
+    assert all(after[name]["wall_min"] < before[name] for name in after)

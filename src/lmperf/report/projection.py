@@ -15,12 +15,13 @@ median wall time of the costed jobs of its kind (its name with the numbers maske
 
 GPU-minutes are wall time × GPUs held. A job that needs more GPUs than the machine has writes a
 skipped row at once, and is charged nothing. The wall time on N GPUs is an estimate: the makespan of
-a greedy schedule, longest job first, each job starting as soon as it has its GPUs. It leaves out
-the CPU-only jobs (aggregates, figures, the report), which run beside the measuring ones, and the
-few measuring jobs that wait for another (a ladder point's checks for its timed turns). The
-pipeline gives each measuring job its projected seconds as its Snakemake priority (``priorities``), so
-a run starts its longest jobs first too; Snakemake's scheduler still weighs other things (cores, the
-jobs a finished one makes ready), so a run can do worse.
+a greedy schedule in the run's order (``priority``: the jobs that hold more GPUs first, then the
+longest first), each job starting as soon as it has its GPUs. It leaves out the CPU-only jobs
+(aggregates, figures, the report), which run beside the measuring ones, and the few measuring jobs
+that wait for another (a ladder point's checks for its timed turns). The pipeline gives each
+measuring job that order as its Snakemake priority (``priorities``), so a run starts its jobs in the
+same order; Snakemake's scheduler still weighs other things (cores, the jobs a finished one makes
+ready), so a run can do worse.
 """
 
 import argparse
@@ -73,9 +74,26 @@ def project(jobs: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="kind")
 
 
+GPU_TIER = 1_000_000  # seconds, more than any job takes: a job's GPUs order it before its length
+
+
+def priority(wall_s: float, gpus: int) -> int:
+    """A job's place in a run's order, as a Snakemake priority (the higher, the sooner): the jobs that
+    hold more GPUs first, then the longest first; the GPUs times GPU_TIER plus the whole seconds, so
+    a dry run's ``priority: 4000160`` reads as four GPUs, 160 s.
+
+    Why GPUs first: a job that needs several GPUs starts only when that many are free at once. Put
+    among one-GPU jobs, it waits while the GPUs it will take sit idle (or, where the scheduler fills
+    each GPU as it frees, it waits until the one-GPU jobs are done, and GPUs idle then). Started
+    first, while every GPU is free, it leaves none idle: the full grid on four GPUs is projected at
+    43.4 minutes this way and 46.2 longest first, from the same costs
+    (report/reference/one-allocation/README.md, section 15)."""
+    return gpus * GPU_TIER + round(wall_s)
+
+
 def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[str, int]:
-    """Each measuring job's Snakemake priority: its projected wall time in whole seconds (``project``),
-    so that a run starts its longest jobs first, the order the projected wall time assumes. The costs
+    """Each measuring job's Snakemake priority, ``priority`` of its projected wall time (``project``)
+    and its GPUs, so that a run starts its jobs in the order the projected wall time assumes. The costs
     are those of ``cost_files`` that exist, the later winning; one that is not a cost table (empty, no
     ``job`` or ``wall_s`` column) is passed over with a warning. With none, or none for some study of
     the grid, there is nothing to order by: every job keeps priority 0 and Snakemake its own order.
@@ -92,21 +110,24 @@ def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[st
     try:
         projected = project(job_list(list(benchmark_gpus), list(benchmark_gpus.values())), pd.concat(found))
     except ValueError as error:
-        log.info(f"jobs not ordered longest first: {error}")
+        log.info(f"jobs not ordered: {error}")
         return {}
-    return dict(zip(projected["job"], projected["wall_s"].round().astype(int), strict=True))
+    return {
+        job: priority(wall, gpus)
+        for job, wall, gpus in zip(projected["job"], projected["wall_s"], projected["gpus"], strict=True)
+    }
 
 
 def makespan(walls: list[float], gpus: list[int], n_gpus: int) -> float:
-    """Seconds until the last job ends when jobs start longest first, each as soon as ``gpus`` of the
-    ``n_gpus`` are free (a job needing more GPUs than the machine has is refused)."""
+    """Seconds until the last job ends when jobs start in a run's order (``priority``), each as soon as
+    ``gpus`` of the ``n_gpus`` are free (a job needing more GPUs than the machine has is refused)."""
     if n_gpus < 1:
         raise ValueError(f"a machine of {n_gpus} GPUs runs no GPU job")
     if max(gpus, default=0) > n_gpus:
         raise ValueError(f"a job needs {max(gpus)} GPUs, the machine has {n_gpus}")
     free_at = [0.0] * n_gpus  # a heap: when each GPU is next free
     end = 0.0
-    for wall, need in sorted(zip(walls, gpus), key=lambda job: -job[0]):
+    for wall, need in sorted(zip(walls, gpus), key=lambda job: -priority(*job)):
         start = max((heapq.heappop(free_at) for _ in range(need)), default=0.0)
         for _ in range(need):
             heapq.heappush(free_at, start + wall)
