@@ -161,16 +161,16 @@ def test_priorities_put_the_jobs_holding_more_gpus_then_the_longest_first_from_t
     )
     pd.DataFrame({"job": ["benchmarks/e2e/a.tsv"], "wall_s": [300.0]}).to_csv(own, index=False)
     assert priorities(grid, [str(reference), str(tmp_path / "absent.csv")]) == {
-        "benchmarks/e2e/a.tsv": 1_000_060,
-        "benchmarks/e2e/b.tsv": 1_000_180,
-        "benchmarks/ddp/n2.tsv": 2_000_030,  # the shortest, but it holds two GPUs: first
+        "benchmarks/e2e/a.tsv": 10_060,
+        "benchmarks/e2e/b.tsv": 10_180,
+        "benchmarks/ddp/n2.tsv": 40_030,  # the shortest, but it holds two GPUs: first
     }
-    assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 1_000_300  # the run's own cost
-    assert priorities({**grid, "benchmarks/e2e/c.tsv": 1}, [str(reference)])["benchmarks/e2e/c.tsv"] == 1_000_120
+    assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 10_300  # the run's own cost
+    assert priorities({**grid, "benchmarks/e2e/c.tsv": 1}, [str(reference)])["benchmarks/e2e/c.tsv"] == 10_120
     assert priorities(grid, [str(tmp_path / "absent.csv")]) == {}
     for broken in ("", "job,seconds\nbenchmarks/e2e/a.tsv,1\n", "job,wall_s\nbenchmarks/e2e/a.tsv,fast\n"):
         own.write_text(broken)  # empty, no wall_s column, not a number: passed over, the reference's costs hold
-        assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 1_000_060
+        assert priorities(grid, [str(reference), str(own)])["benchmarks/e2e/a.tsv"] == 10_060
     assert priorities({**grid, "benchmarks/ladder/x.tsv": 1}, [str(reference)]) == {}  # no ladder cost: no order
 
 
@@ -187,7 +187,7 @@ def test_the_pipeline_orders_jobs_by_gpus_then_length_and_imports_no_torch_to_or
     measured = {job["benchmark"]: int(job["priority"] or 0) for job in ran if job["benchmark"] in costs.index}
     gpus = pd.read_csv(SLICE / "jobs.csv").set_index("job")["gpus"]
     assert set(measured) == set(gpus.index) & set(costs.index) and len(measured) >= len(gpus) - 1  # but one estimate
-    assert all(p == gpus[job] * 1_000_000 + round(costs[job]) for job, p in measured.items())
+    assert all(p == gpus[job] ** 2 * 10_000 + round(costs[job]) for job, p in measured.items())
     most = [job for job in measured if gpus[job] == gpus.max()]
     assert max(measured, key=measured.get) == max(most, key=costs.get)
     one = {job: p for job, p in measured.items() if gpus[job] == 1}
@@ -224,7 +224,45 @@ def test_a_job_holding_more_gpus_goes_first_so_that_no_gpu_waits_for_it():
     the 4 s job after it: 19 s); first, it runs while both are free (5 s, then 10 s beside 4 s: 15 s)."""
     assert makespan([10, 5, 4], [1, 2, 1], n_gpus=2) == 15
     assert priority(5, 2) > priority(10, 1) > priority(4, 1)
-    assert priority(160.24, 4) == 4_000_160  # read in a dry run as four GPUs, 160 s
+    # Snakemake's scheduler starts the ready jobs whose priorities sum highest: a job holding g GPUs
+    # outweighs any jobs that fill them with fewer GPUs each, however long
+    longest = 9_999
+    assert priority(1, 2) > 2 * priority(longest, 1)
+    assert priority(1, 4) > max(
+        4 * priority(longest, 1), 2 * priority(longest, 2), priority(longest, 2) + 2 * priority(longest, 1)
+    )
+    assert priority(1, 8) > max(priority(longest, 6) + priority(longest, 2), 2 * priority(longest, 4))
+    assert priority(160.24, 4) == 160_160  # read in a dry run as four GPUs, 160 s
+
+
+TOY_ORDER = """
+rule all:
+    input: [f"one-{i}" for i in range(4)] + ["four"]
+rule one:
+    output: "one-{i}"
+    resources: device=1
+    priority: PRIORITY_ONE
+    shell: "python -c 'import time; print(time.time())' > {output}; sleep 0.5"
+rule four:
+    output: "four"
+    resources: device=4
+    priority: PRIORITY_FOUR
+    shell: "python -c 'import time; print(time.time())' > {output}; sleep 0.5"
+"""
+
+
+@pytest.mark.parametrize("scheduler", ["ilp", "greedy"])  # ilp: Snakemake's default
+@pytest.mark.parametrize("ordered", [True, False], ids=["by-priority", "by-seconds-control"])
+def test_snakemakes_scheduler_starts_the_job_holding_more_gpus_first(tmp_path, ordered, scheduler):
+    """Snakemake's schedulers, given four GPUs and four ready 100 s one-GPU jobs beside a ready 10 s
+    four-GPU job, start the four-GPU job first under ``priority``; under the seconds alone (the
+    control) they start the one-GPU jobs, whose priorities sum higher."""
+    one, four = (priority(100, 1), priority(10, 4)) if ordered else (100, 10)
+    (tmp_path / "Snakefile").write_text(TOY_ORDER.replace("PRIORITY_ONE", str(one)).replace("PRIORITY_FOUR", str(four)))
+    snakemake(tmp_path, "--cores", "4", "--resources", "device=4", "--scheduler", scheduler)
+    started = {path.name: float(path.read_text()) for path in tmp_path.glob("one-*")}
+    first_one, four_at = min(started.values()), float((tmp_path / "four").read_text())
+    assert (four_at < first_one) == ordered
 
 
 def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():

@@ -74,21 +74,23 @@ def project(jobs: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="kind")
 
 
-GPU_TIER = 1_000_000  # seconds, more than any job takes: a job's GPUs order it before its length
+GPU_TIER = 10_000  # seconds, longer than any job of a grid runs: a job's GPUs order it before its length
 
 
 def priority(wall_s: float, gpus: int) -> int:
     """A job's place in a run's order, as a Snakemake priority (the higher, the sooner): the jobs that
-    hold more GPUs first, then the longest first; the GPUs times GPU_TIER plus the whole seconds, so
-    a dry run's ``priority: 4000160`` reads as four GPUs, 160 s.
+    hold more GPUs first, then the longest first. It is the GPUs squared times GPU_TIER plus the whole
+    seconds (a dry run's ``priority: 160160``: four GPUs, 160 s).
 
     Why GPUs first: a job that needs several GPUs starts only when that many are free at once. Put
-    among one-GPU jobs, it waits while the GPUs it will take sit idle (or, where the scheduler fills
-    each GPU as it frees, it waits until the one-GPU jobs are done, and GPUs idle then). Started
-    first, while every GPU is free, it leaves none idle: the full grid on four GPUs is projected at
-    43.4 minutes this way and 46.2 longest first, from the same costs
-    (report/reference/one-allocation/README.md, section 15)."""
-    return gpus * GPU_TIER + round(wall_s)
+    among one-GPU jobs, it waits while the GPUs it will take sit idle, or, where the scheduler fills
+    each GPU as it frees, until the one-GPU jobs are done, and GPUs idle then. Started first, while
+    every GPU is free, it leaves none idle: the full grid on four GPUs is projected at 43.4 minutes
+    this way and 46.2 longest first, from the same costs (report/reference/one-allocation/README.md,
+    section 15). Why squared: Snakemake's default scheduler starts the set of ready jobs whose
+    priorities sum highest, so a job holding g GPUs must outweigh any jobs that fill the same g GPUs
+    with fewer each; g² > (g - 1) g, with each job's seconds under GPU_TIER, makes it so."""
+    return gpus**2 * GPU_TIER + round(wall_s)
 
 
 def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[str, int]:
