@@ -219,11 +219,25 @@ def test_the_schedule_puts_jobs_side_by_side_and_waits_for_a_multi_gpu_jobs_gpus
         makespan([10], [1], n_gpus=0)
 
 
-def test_a_job_holding_more_gpus_goes_first_so_that_no_gpu_waits_for_it():
-    """Longest first, the 2-GPU job would wait for the 10 s job while the other GPU idles (start at 10,
-    the 4 s job after it: 19 s); first, it runs while both are free (5 s, then 10 s beside 4 s: 15 s)."""
-    assert makespan([10, 5, 4], [1, 2, 1], n_gpus=2) == 15
+def seconds(wall_s: float, gpus: int) -> float:
+    """The order runs took before section 15: the longest first, whatever the GPUs."""
+    return wall_s
+
+
+def test_the_schedule_fills_gpus_as_they_free_in_the_runs_order():
+    """In the old order, the 2-GPU job waits for the 10 s job; the 4 s job goes ahead on the free GPU
+    (0-4 s) rather than idling it, and the 2-GPU job runs at 10-15 s. On three GPUs, longest first,
+    the 2-GPU job waits until 10 s while one-GPU jobs fill the GPUs (18 s); first, it runs at 0-8 s
+    beside the 10 s job, and the rest follow (16 s)."""
+    assert makespan([10, 5, 4], [1, 2, 1], n_gpus=2, order=seconds) == 15
+    jobs = ([5, 5, 8, 8, 10], [1, 1, 1, 2, 1])
+    assert makespan(*jobs, n_gpus=3, order=seconds) == 18
+    assert makespan(*jobs, n_gpus=3) == 16
+
+
+def test_a_job_holding_more_gpus_goes_first():
     assert priority(5, 2) > priority(10, 1) > priority(4, 1)
+    assert priority(20_000, 1) < priority(0, 2)  # a job's seconds count up to 9,999
     # Snakemake's scheduler starts the ready jobs whose priorities sum highest: a job holding g GPUs
     # outweighs any jobs that fill them with fewer GPUs each, however long
     longest = 9_999
@@ -251,18 +265,28 @@ rule four:
 """
 
 
-@pytest.mark.parametrize("scheduler", ["ilp", "greedy"])  # ilp: Snakemake's default
-@pytest.mark.parametrize("ordered", [True, False], ids=["by-priority", "by-seconds-control"])
-def test_snakemakes_scheduler_starts_the_job_holding_more_gpus_first(tmp_path, ordered, scheduler):
-    """Snakemake's schedulers, given four GPUs and four ready 100 s one-GPU jobs beside a ready 10 s
-    four-GPU job, start the four-GPU job first under ``priority``; under the seconds alone (the
-    control) they start the one-GPU jobs, whose priorities sum higher."""
-    one, four = (priority(100, 1), priority(10, 4)) if ordered else (100, 10)
+@pytest.mark.parametrize(
+    ("scheduler", "priorities", "four_first"),
+    [
+        ("ilp", (priority(100, 1), priority(10, 4)), True),  # ilp: Snakemake's default
+        ("greedy", (priority(100, 1), priority(10, 4)), True),
+        ("ilp", (100, 150), False),  # seconds alone: four 100 s jobs sum above the 150 s one
+        ("greedy", (100, 150), True),  # the greedy scheduler takes the highest single priority
+    ],
+)
+def test_snakemakes_schedulers_start_the_job_holding_more_gpus_first(tmp_path, scheduler, priorities, four_first):
+    """Given four GPUs' worth of ``device``, four ready one-GPU jobs and a ready four-GPU job, each of
+    Snakemake's schedulers starts the four-GPU job first under ``priority``. The controls, with each
+    job's seconds as its priority: the ILP starts the set whose priorities sum highest (the one-GPU
+    jobs), the greedy scheduler the single highest (the four-GPU job), so each scheduler was the one
+    that ran (no fall-back from the ILP to the greedy one)."""
+    one, four = priorities
     (tmp_path / "Snakefile").write_text(TOY_ORDER.replace("PRIORITY_ONE", str(one)).replace("PRIORITY_FOUR", str(four)))
-    snakemake(tmp_path, "--cores", "4", "--resources", "device=4", "--scheduler", scheduler)
+    ran = snakemake(tmp_path, "--cores", "4", "--resources", "device=4", "--scheduler", scheduler)
+    assert "falling back" not in (ran.stdout + ran.stderr).lower()
     started = {path.name: float(path.read_text()) for path in tmp_path.glob("one-*")}
     first_one, four_at = min(started.values()), float((tmp_path / "four").read_text())
-    assert (four_at < first_one) == ordered
+    assert (four_at < first_one) == four_first
 
 
 def test_a_job_needing_more_gpus_than_the_machine_has_is_charged_nothing():
@@ -902,20 +926,29 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
 
 
 def test_section_15s_order_and_its_projections_are_the_committed_files():
-    """Section 15: the wall times before (longest first, recomputed from the committed costs) and
-    after (the committed projections, in the run's order), and the even spread they are set against."""
+    """Section 15: the old order's wall times, scheduled as GPUs free and recomputed from the committed
+    costs, against the committed projections in the new order; the even spread; and section 14's
+    wall time under the schedule before."""
     text = " ".join(readme_section("## 15. ", "## What is next").split())
     after = {
         name: pd.read_csv(SLICE / f"projection{name}.csv").set_index("study").loc["all"]
         for name in ("", "-gpus2", "-gpus8", "-wide")
     }
+
+    def old_order(jobs_name: str, n_gpus: int) -> float:
+        projected = project(pd.read_csv(SLICE / jobs_name), pd.read_csv(SLICE / "job_costs.csv"))
+        projected = projected[projected["gpus"] <= n_gpus]
+        return makespan(list(projected["wall_s"]), list(projected["gpus"]), n_gpus, order=seconds) / 60
+
     before = {
-        "": longest_first_minutes("jobs.csv", 4),
-        "-gpus2": longest_first_minutes("jobs.csv", 2),
-        "-gpus8": longest_first_minutes("jobs.csv", 8),
-        "-wide": longest_first_minutes("jobs-wide.csv", 4),
+        "": old_order("jobs.csv", 4),
+        "-gpus2": old_order("jobs.csv", 2),
+        "-gpus8": old_order("jobs.csv", 8),
+        "-wide": old_order("jobs-wide.csv", 4),
     }
     arrows = {name: f"{before[name]:.1f} → {after[name]['wall_min']:.1f}" for name in after}
-    assert f"the full grid on four GPUs {arrows['']} minutes, against {after['']['gpu_min'] / 4:.1f} minutes" in text
-    assert f"on two {arrows['-gpus2']}, on eight {arrows['-gpus8']}; with `wide.yaml` on four {arrows['-wide']}" in text
-    assert all(after[name]["wall_min"] < before[name] for name in after)
+    assert f"the full grid on four GPUs {arrows['']} minutes, against {after['']['gpu_min'] / 4:.1f} for" in text
+    assert f"on eight {arrows['-gpus8']}; on two {arrows['-gpus2']}; with `wide.yaml` on four {arrows['-wide']}" in text
+    assert all(after[name]["wall_min"] <= before[name] for name in after)
+    assert after[""]["wall_min"] < before[""] and after["-gpus8"]["wall_min"] < before["-gpus8"]
+    assert f"({longest_first_minutes('jobs.csv', 4):.1f} minutes on four GPUs in section 14)" in text

@@ -15,10 +15,11 @@ median wall time of the costed jobs of its kind (its name with the numbers maske
 
 GPU-minutes are wall time × GPUs held. A job that needs more GPUs than the machine has writes a
 skipped row at once, and is charged nothing. The wall time on N GPUs is an estimate: the makespan of
-a greedy schedule in the run's order (``priority``: the jobs that hold more GPUs first, then the
-longest first), each job starting as soon as it has its GPUs. It leaves out the CPU-only jobs
-(aggregates, figures, the report), which run beside the measuring ones, and the few measuring jobs
-that wait for another (a ladder point's checks for its timed turns). The pipeline gives each
+a schedule that, each time GPUs free, starts the waiting jobs in the run's order (``priority``: the
+jobs that hold more GPUs first, then the longest first) as far as the free GPUs go (``makespan``).
+It leaves out the CPU-only jobs (aggregates, figures, the report), which run beside the measuring
+ones, and that a few measuring jobs wait for another (a ladder point's checks for its timed turns),
+which on many GPUs can bound the wall time. The pipeline gives each
 measuring job that order as its Snakemake priority (``priorities``), so a run starts its jobs in the
 same order; Snakemake's scheduler still weighs other things (cores, the jobs a finished one makes
 ready), so a run can do worse.
@@ -90,7 +91,7 @@ def priority(wall_s: float, gpus: int) -> int:
     section 15). Why squared: Snakemake's default scheduler starts the set of ready jobs whose
     priorities sum highest, so a job holding g GPUs must outweigh any jobs that fill the same g GPUs
     with fewer each; g² > (g - 1) g, with each job's seconds under GPU_TIER, makes it so."""
-    return gpus**2 * GPU_TIER + round(wall_s)
+    return gpus**2 * GPU_TIER + min(round(wall_s), GPU_TIER - 1)
 
 
 def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[str, int]:
@@ -120,20 +121,30 @@ def priorities(benchmark_gpus: dict[str, int], cost_files: list[str]) -> dict[st
     }
 
 
-def makespan(walls: list[float], gpus: list[int], n_gpus: int) -> float:
-    """Seconds until the last job ends when jobs start in a run's order (``priority``), each as soon as
-    ``gpus`` of the ``n_gpus`` are free (a job needing more GPUs than the machine has is refused)."""
+def makespan(walls: list[float], gpus: list[int], n_gpus: int, order=priority) -> float:
+    """Seconds until the last job ends when, at the start and each time jobs end, the waiting jobs
+    start in the run's order (``order`` of a job's wall time and GPUs, the highest first) as far as
+    the free GPUs go, a job that does not fit letting the next that does go ahead, as Snakemake fills
+    GPUs as they free. A job needing more GPUs than the machine has is refused."""
     if n_gpus < 1:
         raise ValueError(f"a machine of {n_gpus} GPUs runs no GPU job")
     if max(gpus, default=0) > n_gpus:
         raise ValueError(f"a job needs {max(gpus)} GPUs, the machine has {n_gpus}")
-    free_at = [0.0] * n_gpus  # a heap: when each GPU is next free
-    end = 0.0
-    for wall, need in sorted(zip(walls, gpus), key=lambda job: -priority(*job)):
-        start = max((heapq.heappop(free_at) for _ in range(need)), default=0.0)
-        for _ in range(need):
-            heapq.heappush(free_at, start + wall)
-        end = max(end, start + wall)
+    waiting = sorted(zip(walls, gpus), key=lambda job: -order(*job))
+    running, free, now, end = [], n_gpus, 0.0, 0.0  # running: a heap of (end, GPUs)
+    while waiting:
+        still = []
+        for wall, need in waiting:
+            if need <= free:
+                free -= need
+                heapq.heappush(running, (now + wall, need))
+                end = max(end, now + wall)
+            else:
+                still.append((wall, need))
+        waiting = still
+        now = running[0][0]  # the next end: the GPUs of every job ending then free
+        while running and running[0][0] == now:
+            free += heapq.heappop(running)[1]
     return end
 
 
