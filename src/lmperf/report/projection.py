@@ -19,10 +19,10 @@ a schedule that, each time GPUs free, starts the waiting jobs in the run's order
 jobs that hold more GPUs first, then the longest first) as far as the free GPUs go (``makespan``).
 It leaves out the CPU-only jobs (aggregates, figures, the report), which run beside the measuring
 ones, and that a few measuring jobs wait for another (a ladder point's checks for its timed turns),
-which on many GPUs can bound the wall time. The pipeline gives each
-measuring job that order as its Snakemake priority (``priorities``), so a run starts its jobs in the
-same order; Snakemake's scheduler still weighs other things (cores, the jobs a finished one makes
-ready), so a run can do worse.
+which on many GPUs can bound the wall time. The pipeline gives each measuring job that order as its
+Snakemake priority (``priorities``), so a run starts its jobs in the same order; Snakemake's
+scheduler still weighs other things (cores, the jobs a finished one makes ready), so a run can do
+worse.
 """
 
 import argparse
@@ -87,10 +87,12 @@ def priority(wall_s: float, gpus: int) -> int:
     among one-GPU jobs, it waits while the GPUs it will take sit idle, or, where the scheduler fills
     each GPU as it frees, until the one-GPU jobs are done, and GPUs idle then. Started first, while
     every GPU is free, it leaves none idle: the full grid on four GPUs is projected at 43.4 minutes
-    this way and 46.2 longest first, from the same costs (report/reference/one-allocation/README.md,
-    section 15). Why squared: Snakemake's default scheduler starts the set of ready jobs whose
-    priorities sum highest, so a job holding g GPUs must outweigh any jobs that fill the same g GPUs
-    with fewer each; g² > (g - 1) g, with each job's seconds under GPU_TIER, makes it so."""
+    this way and 44.5 longest first, from the same costs, both filling GPUs as they free
+    (report/reference/one-allocation/README.md, section 15).
+
+    Why squared: Snakemake's default scheduler starts the set of ready jobs whose priorities sum
+    highest, so a job holding g GPUs must outweigh any jobs that fill the same g GPUs with fewer
+    each; g² > (g - 1) g, with each job's seconds under GPU_TIER, makes it so."""
     return gpus**2 * GPU_TIER + min(round(wall_s), GPU_TIER - 1)
 
 
