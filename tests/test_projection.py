@@ -97,11 +97,17 @@ def assert_charged(costs: pd.DataFrame, job: str, run: str) -> None:
     assert costs.loc[job, "source"] == SOURCES.get(last, last), (job, last)
 
 
-def longest_first_minutes(jobs_name: str, n_gpus: int) -> float:
-    """The committed costs' wall time on ``n_gpus`` GPUs in the order runs took before section 15,
-    the longest job first (a README section written then states it)."""
+def committed_jobs(jobs_name: str, n_gpus: int) -> pd.DataFrame:
+    """The grid's jobs of ``jobs_name`` charged the committed costs, those that fit ``n_gpus`` GPUs."""
     projected = project(pd.read_csv(SLICE / jobs_name), pd.read_csv(SLICE / "job_costs.csv"))
-    projected = projected[projected["gpus"] <= n_gpus].sort_values("wall_s", ascending=False)
+    return projected[projected["gpus"] <= n_gpus]
+
+
+def longest_first_minutes(jobs_name: str, n_gpus: int) -> float:
+    """The committed costs' wall time on ``n_gpus`` GPUs as projected before section 15: the longest
+    job first, each given the GPUs that freed first and holding them until it could start (a README
+    section written then states it)."""
+    projected = committed_jobs(jobs_name, n_gpus).sort_values("wall_s", ascending=False)
     free_at, end = [0.0] * n_gpus, 0.0
     for wall, need in zip(projected["wall_s"], projected["gpus"]):
         start = max((heapq.heappop(free_at) for _ in range(need)), default=0.0)
@@ -936,8 +942,7 @@ def test_section_15s_order_and_its_projections_are_the_committed_files():
     }
 
     def old_order(jobs_name: str, n_gpus: int) -> float:
-        projected = project(pd.read_csv(SLICE / jobs_name), pd.read_csv(SLICE / "job_costs.csv"))
-        projected = projected[projected["gpus"] <= n_gpus]
+        projected = committed_jobs(jobs_name, n_gpus)
         return makespan(list(projected["wall_s"]), list(projected["gpus"]), n_gpus, order=seconds) / 60
 
     before = {
