@@ -6,6 +6,7 @@ Triton; the plans, their keys and the ops are the same. On a GPU the direct laun
 """
 
 import math
+import os
 
 import pytest
 import torch
@@ -180,6 +181,40 @@ def test_launcher_repeats_the_launch_on_new_storage(tuned):
     assert (launch.compiled is None) == INTERPRET
     if not INTERPRET:  # X and Y, passed by address after the first launch
         assert launch.pointers == [0, 1]
+
+
+_side_by_side_copy = triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (1, 2)],
+    key=["n"],
+    do_bench=lambda *a, **k: 1.0,
+)(triton.jit(_scaled_copy.fn))
+
+
+@pytest.mark.skipif(DEVICE != "cuda" or INTERPRET, reason="compiles for a GPU; the interpreter compiles nothing")
+def test_an_autotuned_kernels_configs_compile_side_by_side(monkeypatch):
+    """The first call of an autotuned kernel compiles each of its configs once, in threads side by
+    side (where the process may use more than one CPU), before the autotuner times them: the
+    autotuner finds them compiled and compiles nothing itself. The launch still computes its result."""
+    import threading
+
+    jit = _side_by_side_copy.fn
+    compiled_on, compile = [], jit.compile
+
+    def recorded(*args, **kwargs):
+        compiled_on.append(threading.get_ident())
+        return compile(*args, **kwargs)
+
+    monkeypatch.setattr(jit, "compile", recorded)
+    n = 1000
+    launch = Launcher(_side_by_side_copy, lambda meta: (triton.cdiv(n, meta["BLOCK"]),))
+    x = torch.randn(n, device=DEVICE)
+    y = torch.full_like(x, float("nan"))
+    launch(x, y, n, 2.0)
+    assert torch.equal(y, x * 2.0)
+    assert len(compiled_on) == len(_side_by_side_copy.configs)
+    assert threading.get_ident() not in compiled_on
+    if len(os.sched_getaffinity(0)) > 1:
+        assert len(set(compiled_on)) > 1
 
 
 @triton.jit

@@ -5,7 +5,7 @@ key (dtypes, 16-byte alignment, integers equal to 1), looks the compiled kernel 
 autotuned kernel first builds dicts of the arguments to find the tuned config; only then does the
 compiled kernel's own launcher run. A caller that has fixed the signature (shapes, strides, dtypes,
 alignments) gets the same answers every time. ``Launcher`` takes its first call through Triton,
-which compiles and autotunes as usual, and keeps the compiled kernel and its grid; later calls go
+which compiles (``compile_configs``) and autotunes, and keeps the compiled kernel and its grid; later calls go
 straight to the compiled kernel's launcher. Keeping the signature fixed is the caller's promise:
 each Launcher belongs to one plan of ``flash_attention``'s plan cache, whose key is that signature.
 
@@ -19,7 +19,15 @@ A kernel that reads by TMA takes host tensor descriptors. Triton encodes one (a 
 every descriptor of every launch, in a Python loop over all the launch's arguments. With the
 signature fixed, a descriptor differs from the last only in its base address, so a Launcher given
 descriptor templates encodes each address once and passes the encoded descriptor after that.
+
+An autotuned kernel's first call compiles every config before the autotuner times them, and Triton
+compiles them one after another. ``compile_configs`` compiles them side by side in threads first
+(ptxas is a subprocess and Triton's compiler passes release the GIL, so threads run in parallel);
+the autotuner then finds each config compiled, and times and picks as before.
 """
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import triton
 from triton import knobs
@@ -34,6 +42,19 @@ def _jit_function(kernel):
     while not isinstance(kernel, triton.runtime.jit.JITFunction):
         kernel = kernel.fn
     return kernel
+
+
+def compile_configs(kernel, grid, args, constexprs) -> None:
+    """Every config of an autotuned ``kernel`` compiled for ``args`` at once, in up to one thread per
+    CPU this process may use (Triton's ``AsyncCompileMode``). A config compiled before (in memory or in
+    Triton's disk cache) is looked up, not compiled. A config that fails to compile is left to the
+    autotuner, which compiles it again, meets the error and times it as never finishing, as it
+    does without this. Other kernels: nothing to do."""
+    if not isinstance(kernel, triton.runtime.Autotuner) or len(kernel.configs) < 2:
+        return
+    threads = min(len(kernel.configs), len(os.sched_getaffinity(0)))
+    with ThreadPoolExecutor(threads) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
+        kernel.warmup(*args, grid=grid, **constexprs)
 
 
 def over(template, x):
@@ -111,6 +132,8 @@ class Launcher:
         return out
 
     def _through_triton(self, args) -> None:
+        if not self.interpret and self.compiled is None:
+            compile_configs(self.kernel, self.grid, args, self.constexprs)
         compiled = self.kernel[self.grid](*args, **self.constexprs)
         if self.interpret or self.compiled is not None:
             return
