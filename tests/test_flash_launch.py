@@ -15,7 +15,7 @@ import triton.language as tl
 
 from lmperf.kernels import flash_attention
 from lmperf.kernels.flash_attention import FlashAttentionTriton
-from lmperf.kernels.triton_launcher import Launcher
+from lmperf.kernels.triton_launcher import Launcher, compile_configs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 INTERPRET = flash_attention.INTERPRET
@@ -183,6 +183,27 @@ def test_launcher_repeats_the_launch_on_new_storage(tuned):
         assert launch.pointers == [0, 1]
 
 
+def test_configs_are_compiled_ahead_only_where_the_autotuner_is_about_to_time_them(monkeypatch):
+    """compile_configs warms every config up for a key the autotuner has not tuned; for a tuned key
+    (the autotuner then compiles only its pick), an autotuner that reads its picks from disk, or a
+    kernel that is not autotuned, it does nothing."""
+    warmed = []
+    monkeypatch.setattr(_tuned_copy, "warmup", lambda *args, **kwargs: warmed.append(args[2]))
+    monkeypatch.setattr(_tuned_copy, "cache", {})
+    n = 1000
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    x = torch.randn(n, device=DEVICE)
+    y = torch.empty_like(x)
+    _tuned_copy[grid](x, y, n, 2.0)  # tunes the key of n = 1000
+    for size in (n, n - 1):
+        compile_configs(_tuned_copy, grid, (x, y, size, 2.0), {})
+    assert warmed == [n - 1]
+    monkeypatch.setattr(_tuned_copy, "cache_results", True)
+    compile_configs(_tuned_copy, grid, (x, y, n - 2, 2.0), {})
+    compile_configs(_scaled_copy, grid, (x, y, n - 2, 2.0), {"BLOCK": 64})
+    assert warmed == [n - 1]
+
+
 _side_by_side_copy = triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (1, 2)],
     key=["n"],
@@ -193,16 +214,22 @@ _side_by_side_copy = triton.autotune(
 @pytest.mark.skipif(DEVICE != "cuda" or INTERPRET, reason="compiles for a GPU; the interpreter compiles nothing")
 def test_an_autotuned_kernels_configs_compile_side_by_side(monkeypatch):
     """The first call of an autotuned kernel compiles each of its configs once, in threads side by
-    side (where the process may use more than one CPU), before the autotuner times them: the
-    autotuner finds them compiled and compiles nothing itself. The launch still computes its result."""
+    side (where the process may use more than one CPU: the first two compiles wait for each other,
+    so one thread alone fails), before the autotuner times them: the autotuner finds them compiled
+    and compiles nothing itself. The launch still computes its result."""
     import threading
 
     jit = _side_by_side_copy.fn
     jit.device_caches[triton.runtime.driver.active.get_current_device()]  # sets jit.compile, once per device
-    compiled_on, compile = [], jit.compile
+    compiled_on, compile, lock = [], jit.compile, threading.Lock()
+    side_by_side = threading.Barrier(2 if len(os.sched_getaffinity(0)) > 1 else 1, timeout=60)
 
     def recorded(*args, **kwargs):
-        compiled_on.append(threading.get_ident())
+        with lock:
+            compiled_on.append(threading.get_ident())
+            first_two = len(compiled_on) <= 2
+        if first_two:
+            side_by_side.wait()
         return compile(*args, **kwargs)
 
     monkeypatch.setattr(jit, "compile", recorded)
@@ -213,7 +240,7 @@ def test_an_autotuned_kernels_configs_compile_side_by_side(monkeypatch):
     launch(x, y, n, 2.0)
     assert torch.equal(y, x * 2.0)
     assert len(compiled_on) == len(_side_by_side_copy.configs)
-    assert threading.get_ident() not in compiled_on
+    assert threading.get_ident() not in compiled_on and not side_by_side.broken
     if len(os.sched_getaffinity(0)) > 1:
         assert len(set(compiled_on)) > 1
 

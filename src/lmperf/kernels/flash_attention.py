@@ -12,7 +12,10 @@ head); scores in the base-2 domain (exp2, with log2(e) folded into the scale); c
 into tiles wholly below the diagonal (no mask) and those on it (masked); tiles wholly above the
 diagonal are never visited, and the heaviest query tiles are launched first. The dK/dV pass works
 on transposed scores (keys along rows) so that P^T and dS^T feed the next product straight from
-registers. Tile sizes, warps and stages are autotuned per shape.
+registers. Tile sizes, warps and stages are autotuned (KERNELS) once per process for each key of
+the autotuner (the lengths, the head's column blocks, causal): a new one compiles every config,
+side by side (triton_launcher.compile_configs), and times each; a new batch or head count reuses the
+pick.
 """
 
 import math

@@ -20,10 +20,12 @@ every descriptor of every launch, in a Python loop over all the launch's argumen
 signature fixed, a descriptor differs from the last only in its base address, so a Launcher given
 descriptor templates encodes each address once and passes the encoded descriptor after that.
 
-An autotuned kernel's first call compiles every config before the autotuner times them, and Triton
-compiles them one after another. ``compile_configs`` compiles them side by side in threads first
-(ptxas is a subprocess and Triton's compiler passes release the GIL, so threads run in parallel);
-the autotuner then finds each config compiled, and times and picks as before.
+Triton compiles an autotuned kernel's configs one after another, as the autotuner first times each:
+24 for our FlashAttention's bf16 backward. ``compile_configs`` compiles them side by side in threads
+first (compiling is mostly ptxas, a subprocess, and native code, which run in parallel in threads);
+the autotuner then finds each config compiled, and times and picks as before. With 32 CPUs a first
+forward + backward took 10.6 s where it took 26.2 s (bf16, d = 64) and 36.2 s where it took 77.5 s
+(fp32, d = 128): notes/one-allocation.md, section 23.
 """
 
 import os
@@ -46,14 +48,20 @@ def _jit_function(kernel):
 
 def compile_configs(kernel, grid, args, constexprs) -> None:
     """Every config of an autotuned ``kernel`` compiled for ``args`` at once, in up to one thread per
-    CPU this process may use (Triton's ``AsyncCompileMode``). A config compiled before (in memory or in
-    Triton's disk cache) is looked up, not compiled. A config that fails to compile is left to the
-    autotuner, which compiles it again, meets the error and times it as never finishing, as it
-    does without this. Other kernels: nothing to do."""
-    if not isinstance(kernel, triton.runtime.Autotuner) or len(kernel.configs) < 2:
+    CPU this process may use (Triton's ``AsyncCompileMode``), where the autotuner is about to time
+    them: not where it has tuned this key already or reads its picks from disk (``cache_results``),
+    then it compiles only the config it picked. A config compiled before (in memory or in Triton's
+    disk cache) is looked up, not compiled. A config that fails to compile is left to the autotuner,
+    which compiles it again, meets the error and times it as never finishing, as it does without
+    this. Other kernels: nothing to do."""
+    if not isinstance(kernel, triton.runtime.Autotuner) or len(kernel.configs) < 2 or kernel.cache_results:
         return
-    threads = min(len(kernel.configs), len(os.sched_getaffinity(0)))
-    with ThreadPoolExecutor(threads) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
+    named = {k: v for k, v in {**dict(zip(kernel.arg_names, args)), **constexprs}.items() if k in kernel.arg_names}
+    key = [named[k] for k in kernel.keys if k in named] + [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    if tuple(key) in kernel.cache:  # the key as Autotuner.run makes it
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with ThreadPoolExecutor(min(len(kernel.configs), cpus)) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
         kernel.warmup(*args, grid=grid, **constexprs)
 
 
