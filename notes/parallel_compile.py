@@ -2,16 +2,18 @@
 (as Triton does) and side by side in threads (``lmperf.kernels.triton_launcher.compile_configs``)?
 
 A first call compiles every config of each autotuned kernel it runs (bf16: 4 forward, 18 dK/dV and 6
-dQ configs; fp32: 4 each), then times them and keeps the fastest. The flash sweep's jobs spend 21-64 s
-in their first backward, and every e2e and ladder job that runs our attention pays it once per head
+dQ configs; fp32: 4 each), then times them and keeps the fastest. The flash sweep's jobs spent 8-64 s
+(bf16: 16-36 s) in their first backward, and every e2e and ladder job that runs our attention pays it once per head
 size. For each case, this script runs two fresh processes, one each way, in alternating order, each
 with an empty Triton cache of its own: the first forward + backward (compile, autotune, run), a
-second one (warm), the configs the autotuner picked and the error against float64. Batch 4, 16
-heads, causal, as in the models.
+second one (warm: one launched call, not a measurement), the configs the autotuner picked and the
+errors of the output and dQ against float64. Batch 4, 16 heads (the medium model's), causal.
 
     python notes/parallel_compile.py [--cases bf16:64:1024,bf16:80:1024,fp32:128:1024]
 
-Ran at: (see the log) output: logs/2026-12-01-parallel_compile-<commit>-h200.txt
+Ran at: 7ae2b01 (2 x NVIDIA H200, GPU 0), output: logs/2026-11-30-parallel_compile-7ae2b01-h200x2.txt (run 2)
+Ran at: e1b5572 before the gradients were cleared between the calls (2 x NVIDIA H200, GPU 0), output: the same
+file (run 1)
 """
 
 import argparse

@@ -2,6 +2,7 @@
 or its study's median, scheduled onto N GPUs; and the committed projection recomputed from its files."""
 
 import heapq
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ SLICE = ROOT / "report" / "reference" / "one-allocation"
 SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's section 12
 SECTION_13 = "head-d3ed14d"  # the run of its section 13, which replaces some of section 12's charges
 SECTION_14 = "head-6e3f832"  # the run of its section 14, which replaces some earlier charges
+SECTION_16 = "head-7ae2b01"  # the run of its section 16, which replaces some of section 14's charges
 # The slice's runs whose jobs job_costs.py charges as measured, in its order: a later run's cost of a job
 # replaces an earlier's. (Charges it scales, such as the holds added to e2e jobs, are tested apart.)
 RUNS = (
@@ -36,6 +38,7 @@ RUNS = (
     *SECTION_12,
     SECTION_13,
     SECTION_14,
+    SECTION_16,
 )
 
 
@@ -97,17 +100,55 @@ def assert_charged(costs: pd.DataFrame, job: str, run: str) -> None:
     assert costs.loc[job, "source"] == SOURCES.get(last, last), (job, last)
 
 
-def committed_jobs(jobs_name: str, n_gpus: int) -> pd.DataFrame:
-    """The grid's jobs of ``jobs_name`` charged the committed costs, those that fit ``n_gpus`` GPUs."""
-    projected = project(pd.read_csv(SLICE / jobs_name), pd.read_csv(SLICE / "job_costs.csv"))
+def cost_table(run_name: str, lines: list[str], costs: pd.DataFrame, before) -> tuple[dict, dict]:
+    """Each job of the slice's run ``run_name`` is charged as measured (``assert_charged``), and its row
+    of a README section's cost table (``lines``) is its charge before (``before(job)``), its wall time,
+    its cost split and the seconds after the split (its exit). Returns the jobs' wall times and charges
+    before."""
+    run, walls, charged = SLICE / run_name, {}, {}
+    for tsv in sorted(run.glob("benchmarks/**/*.tsv")):
+        job = "benchmarks/" + str(tsv.relative_to(run / "benchmarks"))
+        walls[job], split, charged[job] = benchmark_wall(tsv), cost_split(tsv), before(job)
+        assert_charged(costs, job, run_name)
+        cells = [charged[job], walls[job], *split[["start", "build", "warmup", "capture", "settle", "timed"]]]
+        cells += [*split[["profile", "check"]], split[["write", "other"]].sum()]
+        row = " | ".join(f"{v:.1f}" for v in cells) + f" | {walls[job] - split.sum():.2f} |"
+        line = table_row(lines, " ".join(Path(job).with_suffix("").parts[1:]))
+        assert line.endswith(row), (job, line)
+    return walls, charged
+
+
+def earlier_wall(job: str, run: str) -> float:
+    """What job_costs.py charged ``job`` before ``run``'s jobs: the last earlier run's benchmark of it
+    (``../flash-sweep-rounds`` counted first, as it charges fewer jobs than any run after it)."""
+    earlier = [SLICE.parent / "flash-sweep-rounds", *(SLICE / r for r in RUNS[: RUNS.index(run)])]
+    return benchmark_wall([r for r in earlier if (r / job).exists()][-1] / job)
+
+
+def costs_before(run: str | None = None) -> pd.DataFrame:
+    """job_costs.csv, or, given ``run``, as it was before that run's jobs were charged: each job that
+    it or a later run charges is charged its cost before it (``earlier_wall``: as measured, which
+    holds for every job charged by the runs of sections 14 and 16)."""
+    costs = pd.read_csv(SLICE / "job_costs.csv")
+    if run is not None:
+        later = [SOURCES.get(r, r) for r in RUNS[RUNS.index(run) :]]
+        for i in costs.index[costs["source"].isin(later)]:
+            costs.loc[i, "wall_s"] = earlier_wall(costs.loc[i, "job"], run)
+    return costs
+
+
+def committed_jobs(jobs_name: str, n_gpus: int, before: str | None = None) -> pd.DataFrame:
+    """The grid's jobs of ``jobs_name`` charged the committed costs (before the run ``before``, if
+    given), those that fit ``n_gpus`` GPUs."""
+    projected = project(pd.read_csv(SLICE / jobs_name), costs_before(before))
     return projected[projected["gpus"] <= n_gpus]
 
 
-def longest_first_minutes(jobs_name: str, n_gpus: int) -> float:
-    """The committed costs' wall time on ``n_gpus`` GPUs as projected before section 15: the longest
-    job first, each given the GPUs that freed first and holding them until it could start (a README
-    section written then states it)."""
-    projected = committed_jobs(jobs_name, n_gpus).sort_values("wall_s", ascending=False)
+def longest_first_minutes(jobs_name: str, n_gpus: int, before: str | None = None) -> float:
+    """The committed costs' (before the run ``before``, if given) wall time on ``n_gpus`` GPUs as
+    projected before section 15: the longest job first, each given the GPUs that freed first and
+    holding them until it could start (a README section written then states it)."""
+    projected = committed_jobs(jobs_name, n_gpus, before).sort_values("wall_s", ascending=False)
     free_at, end = [0.0] * n_gpus, 0.0
     for wall, need in zip(projected["wall_s"], projected["gpus"]):
         start = max((heapq.heappop(free_at) for _ in range(need)), default=0.0)
@@ -412,7 +453,8 @@ def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree
 
 def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     """Every e2e job measured since its replays took turns (head-507f3e6, and since the hold probe
-    cuts/probe and head-a41e378) is charged as measured, its holds in its time; every other e2e job its
+    cuts/probe and head-a41e378) is charged as measured, or as a later run measured it, its holds in
+    its time; every other e2e job its
     last cost plus its added holds (12 points x (variants x 2 turns - 1)) at the measured cost a hold,
     named in `source`."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
@@ -425,8 +467,8 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     assert len(measured) == 2 + 2 + 7
     for source, tsv in measured:
         job = "benchmarks/" + str(tsv.relative_to(runs[source] / "benchmarks"))
-        assert costs.loc[job, "wall_s"] == benchmark_wall(tsv) and costs.loc[job, "source"] == source, job
-    later = costs["source"].str.startswith((*SECTION_12, SECTION_13))  # sections 12, 13: holds in their time
+        assert_charged(costs, job, next(r for r in RUNS if SOURCES.get(r, r) == source))
+    later = costs["source"].str.startswith((*SECTION_12, SECTION_13, SECTION_16))  # holds in their time too
     others = costs[costs.index.str.match(r"benchmarks/e2e/") & ~costs["source"].isin(runs) & ~later]
     assert len(others) == 5
     for job, row in others.iterrows():
@@ -841,7 +883,7 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
     text's totals, ranges and counts are the files'; and its projection is the committed one, after
     section 13's."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
-    section = readme_section("## 14. ", "## What is next")
+    section = readme_section("## 14. ", "## 15. ")
     text, lines = " ".join(section.split()), section.splitlines()
     run = SLICE / SECTION_14
 
@@ -849,19 +891,9 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
         """What job_costs.py charged the job before this run: the last earlier run that measured it."""
         if job == "benchmarks/ddp/train-n2-b16.tsv":
             return benchmark_wall(SLICE.parent / "h100/memory-ddp/benchmarks/ddp/train-b16.tsv")
-        earlier = [SLICE.parent / "flash-sweep-rounds", *(SLICE / r for r in RUNS[: RUNS.index(SECTION_14)])]
-        return benchmark_wall([r for r in earlier if (r / job).exists()][-1] / job)
+        return earlier_wall(job, SECTION_14)
 
-    walls, charged = {}, {}
-    for tsv in sorted(run.glob("benchmarks/**/*.tsv")):
-        job = "benchmarks/" + str(tsv.relative_to(run / "benchmarks"))
-        walls[job], split, charged[job] = benchmark_wall(tsv), cost_split(tsv), before(job)
-        assert costs.loc[job, "wall_s"] == walls[job] and costs.loc[job, "source"] == SECTION_14, job
-        cells = [charged[job], walls[job], *split[["start", "build", "warmup", "capture", "settle", "timed"]]]
-        cells += [*split[["profile", "check"]], split[["write", "other"]].sum()]
-        row = " | ".join(f"{v:.1f}" for v in cells) + f" | {walls[job] - split.sum():.2f} |"
-        line = table_row(lines, " ".join(Path(job).with_suffix("").parts[1:]))
-        assert line.endswith(row), (job, line)
+    walls, charged = cost_table(SECTION_14, lines, costs, before)
     assert len(walls) == 12
     sweep = [job for job in walls if "/flash/sweep/" in job]
     assert len(sweep) == 8
@@ -914,8 +946,14 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
     assert f"({', '.join(map(str, more['n_steps'].iloc[:-1]))} and {more['n_steps'].iloc[-1]})" in text
     resolved = compared["vs_anchor_resolved"].astype(bool)
     assert f"{resolved.sum()} of the {len(compared)} ratios to torch DDP are resolved" in text
-    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
-    walls = {"full": longest_first_minutes("jobs.csv", 4), "wide": longest_first_minutes("jobs-wide.csv", 4)}
+    # the projection then: the committed costs before section 16's jobs, scheduled as before section 15
+    full, wide = (
+        summary(project(pd.read_csv(SLICE / name), costs_before(SECTION_16)), 4).set_index("study")
+        for name in ("jobs.csv", "jobs-wide.csv")
+    )
+    walls = {
+        k: longest_first_minutes(name, 4, SECTION_16) for k, name in (("full", "jobs.csv"), ("wide", "jobs-wide.csv"))
+    }
     assert (
         f"**Projection: {full.loc['all', 'gpu_min']:.0f} GPU-minutes, {walls['full']:.0f} minutes on "
         f"four GPUs** ({wide.loc['all', 'gpu_min']:.0f} and {walls['wide']:.0f} with `wide.yaml`, a "
@@ -932,17 +970,25 @@ def test_section_14s_jobs_are_charged_and_tabled_as_their_files_say():
 
 
 def test_section_15s_order_and_its_projections_are_the_committed_files():
-    """Section 15: the old order's wall times, scheduled as GPUs free and recomputed from the committed
-    costs, against the committed projections in the new order; the even spread; and section 14's
-    wall time under the schedule before."""
-    text = " ".join(readme_section("## 15. ", "## What is next").split())
+    """Section 15: the old order's wall times, scheduled as GPUs free, against the projections in the
+    new order, both from the committed costs as they were then (before section 16's jobs); the even
+    spread; and section 14's wall time under the schedule before."""
+    text = " ".join(readme_section("## 15. ", "## 16. ").split())
+    machines = {
+        "": ("jobs.csv", 4),
+        "-gpus2": ("jobs.csv", 2),
+        "-gpus8": ("jobs.csv", 8),
+        "-wide": ("jobs-wide.csv", 4),
+    }
     after = {
-        name: pd.read_csv(SLICE / f"projection{name}.csv").set_index("study").loc["all"]
-        for name in ("", "-gpus2", "-gpus8", "-wide")
+        name: summary(project(pd.read_csv(SLICE / jobs_name), costs_before(SECTION_16)), n_gpus)
+        .set_index("study")
+        .loc["all"]
+        for name, (jobs_name, n_gpus) in machines.items()
     }
 
     def old_order(jobs_name: str, n_gpus: int) -> float:
-        projected = committed_jobs(jobs_name, n_gpus)
+        projected = committed_jobs(jobs_name, n_gpus, SECTION_16)
         return makespan(list(projected["wall_s"]), list(projected["gpus"]), n_gpus, order=seconds) / 60
 
     before = {
@@ -956,4 +1002,160 @@ def test_section_15s_order_and_its_projections_are_the_committed_files():
     assert f"on eight {arrows['-gpus8']}; on two {arrows['-gpus2']}; with `wide.yaml` on four {arrows['-wide']}" in text
     assert all(after[name]["wall_min"] <= before[name] for name in after)
     assert after[""]["wall_min"] < before[""] and after["-gpus8"]["wall_min"] < before["-gpus8"]
-    assert f"({longest_first_minutes('jobs.csv', 4):.1f} minutes on four GPUs in section 14)" in text
+    assert f"({longest_first_minutes('jobs.csv', 4, SECTION_16):.1f} minutes on four GPUs in section 14)" in text
+
+
+def warmup_blocks(log: Path) -> list[float]:
+    """A job log's warm-up blocks: seconds from each "phase warmup" line to the next line."""
+    times = [
+        (pd.Timestamp(stamp.replace(",", ".")), what)
+        for stamp, what in re.findall(r"^(\S+ \S+) \w+ \S+: (.*)$", log.read_text(), re.M)
+    ]
+    return [(b - a).total_seconds() for (a, what), (b, _) in zip(times, times[1:]) if what == "phase warmup"]
+
+
+def trial_seconds(log: Path, name: str) -> list[tuple[str, int, float]]:
+    """A flash job log's trial passes of implementation ``name``: (pass, seq, seconds) in order."""
+    found = re.findall(rf"trial +{name} +(\w+) seq +(\d+): +([\d.]+) s,", log.read_text())
+    return [(p, int(n), float(t)) for p, n, t in found]
+
+
+def test_section_16s_jobs_and_statements_are_its_files():
+    """Section 16: each job of its run is charged its benchmark's wall time and tabled with its charge
+    before, its benchmark and its cost split; the first calls are the script's log; the sweep's,
+    e2e's and the medians' statements are the runs' rows and logs; and the projection is the
+    committed one, against section 15's."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    section = readme_section("## 16. ", "## What is next")
+    text, lines = " ".join(section.split()), section.splitlines()
+    run, old = SLICE / SECTION_16, SLICE / SECTION_14
+    walls, _ = cost_table(SECTION_16, lines, costs, lambda job: earlier_wall(job, SECTION_16))
+    assert len(walls) == 12
+    sweep = sorted(job for job in walls if "/flash/sweep/" in job)
+    assert len(sweep) == 8 and all((old / job).exists() for job in sweep)
+    assert (
+        f"eight jobs took {sum(walls[j] for j in sweep):.1f} s, where section 14's run of the same jobs took "
+        f"{sum(benchmark_wall(old / j) for j in sweep):.1f} s"
+    ) in text
+
+    log = (ROOT / "notes/logs/2026-11-30-parallel_compile-7ae2b01-h200x2.txt").read_text()
+    second = [json.loads(x) for x in log.split("# run 1")[0].splitlines() if x[:1] == "{"]
+    first_s = {(r["dtype"], r["d"], r["compile"]): r["first_s"] for r in second}
+    for dtype, d in (("bf16", 64), ("bf16", 80), ("fp32", 128)):
+        arrow = f"{first_s[dtype, d, 'serial']:.1f} → {first_s[dtype, d, 'threads']:.1f} s ({dtype}, d = {d})"
+        assert arrow in text, arrow
+
+    logs = {side: sorted((SLICE / side).glob("logs/flash/sweep/*.log")) for side in (SECTION_14, SECTION_16)}
+    ours = {side: [trial_seconds(f, "ours_triton") for f in files] for side, files in logs.items()}
+    total = {side: sum(t for trials in ours[side] for _, _, t in trials) for side in ours}
+    assert f"took {total[SECTION_16]:.1f} s against {total[SECTION_14]:.1f} s there" in text
+    dropped = sum(benchmark_wall(old / j) for j in sweep) - sum(walls[j] for j in sweep)
+    assert f"(the jobs' logs): {total[SECTION_14] - total[SECTION_16]:.1f} s of the {dropped:.1f} s" in text
+    naive = {
+        side: sum(t for f in files for _, _, t in trial_seconds(f, "naive_compiled")) for side, files in logs.items()
+    }
+    starts = {side: sum(cost_split(SLICE / side / j)["start"] for j in sweep) for side in logs}
+    assert (
+        f"(compiled naive attention's trial passes {naive[SECTION_16]:.1f} against {naive[SECTION_14]:.1f} s, "
+        f"the jobs' `start` {starts[SECTION_16]:.1f} against {starts[SECTION_14]:.1f} s)"
+    ) in text
+    board, board_before = (
+        cost_split(r / "benchmarks/flash/leaderboard.tsv") for r in (run, SLICE.parent / "flash-sweep-rounds")
+    )
+    job = "benchmarks/flash/leaderboard.tsv"
+    assert (
+        f"The leaderboard's {earlier_wall(job, SECTION_16) - walls[job]:.1f} s less is its `start` "
+        f"({board['start']:.1f} against {board_before['start']:.1f} s in `../flash-sweep-rounds/`); its warm-up rose "
+        f"from {board_before['warmup']:.1f} to {board['warmup']:.1f} s"
+    ) in text
+    first_bwd = {
+        side: {
+            f.stem: next(t for p, n, t in trials if p == "backward" and n == 128)
+            for f, trials in zip(logs[side], ours[side])
+        }
+        for side in ours
+    }
+    bf16 = {side: [t for stem, t in first_bwd[side].items() if stem.startswith("bf16")] for side in ours}
+    assert (
+        f"seq 128 took {min(bf16[SECTION_16]):.1f}-{max(bf16[SECTION_16]):.1f} s at bf16 against "
+        f"{min(bf16[SECTION_14]):.1f}-{max(bf16[SECTION_14]):.1f} s, and {first_bwd[SECTION_16]['fp32-d128']:.1f} s "
+        f"at fp32, d = 128 against {first_bwd[SECTION_14]['fp32-d128']:.1f} s"
+    ) in text
+    long = next(
+        t
+        for p, n, t in ours[SECTION_16][[f.stem for f in logs[SECTION_16]].index("fp32-d128")]
+        if p == "backward" and n == 65536
+    )
+    assert f"at seq 65536 still took {long:.1f} s" in text
+
+    def sweep_rows(side: str) -> pd.DataFrame:
+        return pd.concat(pd.read_csv(f) for f in sorted((SLICE / side).glob("rows/flash/sweep/*.csv")))
+
+    rows = sweep_rows(SECTION_16)
+    assert set(rows["status"]) == {"ok", "skipped"} and set(rows["commit"]) == {"7ae2b01b0975"}
+    graphed = rows[rows["graphed_median_ms"].notna()]
+    within = (graphed_halfwidth(graphed) <= 0.01).sum()
+    earlier = sweep_rows(SECTION_14)
+    earlier_graphed = earlier[earlier["graphed_median_ms"].notna()]
+    assert (within, len(graphed)) == ((graphed_halfwidth(earlier_graphed) <= 0.01).sum(), len(earlier_graphed))
+    assert (
+        f"All {len(rows)} rows are `ok` or `skipped`; {within} of the {len(graphed)} graphed CIs lie within 1%" in text
+    )
+
+    e2e = "benchmarks/e2e/2.7B/bf16-eager.tsv"
+    e2e_before = charged_run(e2e, "head-507f3e6")
+    assert e2e_before == SECTION_16 and (SLICE / "head-507f3e6" / e2e).exists()
+    split, split_before = cost_split(run / e2e), cost_split(SLICE / "head-507f3e6" / e2e)
+    assert f"took {walls[e2e]:.1f} s against {benchmark_wall(SLICE / 'head-507f3e6' / e2e):.1f} s" in text
+    assert f"warm-up {split['warmup']:.1f} against {split_before['warmup']:.1f} s" in text
+    blocks = [max(warmup_blocks(r / "logs/e2e/2.7B/bf16-eager.log")) for r in (run, SLICE / "head-507f3e6")]
+    assert f"took {blocks[0]:.1f} s against {blocks[1]:.1f} s (the jobs' logs)" in text
+    assert (
+        f"its holds {split['settle']:.1f} against {split_before['settle']:.1f} s, its timed steps "
+        f"{split['timed']:.1f} against {split_before['timed']:.1f} s"
+    ) in text
+    assert f"charges ({walls['benchmarks/e2e/small/bf16-compiled.tsv']:.1f} and" in text
+    e2e_rows = pd.concat(pd.read_csv(f) for f in sorted(run.glob("rows/e2e/*/*.csv")))
+    e2e_within = (graphed_halfwidth(e2e_rows) <= 0.01).sum()
+    assert f"{e2e_within} of the three e2e jobs' {e2e_rows['graphed_median_ms'].notna().sum()} graphed CIs" in text
+
+    def ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+        keys = ["implementation", "pass", "seq", "d", "dtype"]
+        both = a.merge(b, on=keys, suffixes=("_a", "_b")).dropna(subset=["graphed_median_ms_a", "graphed_median_ms_b"])
+        return both.assign(r=both["graphed_median_ms_b"] / both["graphed_median_ms_a"])
+
+    now, then = ratios(earlier, rows), ratios(sweep_rows("head-5cda776"), earlier)
+    others = now[now["implementation"] != "ours_triton"]["r"]
+    assert f"within {others.min():.2f}-{others.max():.2f} of theirs" in text
+    ours = now[now["implementation"] == "ours_triton"]
+    far = ours[(ours["r"] - 1).abs() > 0.05]
+    apart = (far["graphed_ci95_high_ms_b"] < far["graphed_ci95_low_ms_a"]) | (
+        far["graphed_ci95_low_ms_b"] > far["graphed_ci95_high_ms_a"]
+    )
+    assert apart.all()
+    assert (
+        f"Ours lie within {ours['r'].min():.2f}-{ours['r'].max():.2f}: {len(far)} of {len(ours)} more than 5% apart, "
+        f"every one resolved ({(far['r'] < 1).sum()} faster, {(far['r'] > 1).sum()} slower)"
+    ) in text
+    subset = ours[ours[["d", "dtype"]].apply(tuple, axis=1).isin(set(zip(then["d"], then["dtype"])))]
+    then = then[then["implementation"] == "ours_triton"]["r"]
+    assert (
+        f"{((subset['r'] - 1).abs() > 0.05).sum()} of {len(subset)} are more than 5% apart, where `head-5cda776/` "
+        f"against `head-6e3f832/`, both without the change, gave {((then - 1).abs() > 0.05).sum()} of {len(then)} "
+        f"({then.min():.2f}-{then.max():.2f})"
+    ) in text
+
+    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_16)), 4).set_index("study")
+    total, total_wide, total_then = full.loc["all"], wide.loc["all"], then.loc["all"]
+    assert (
+        f"**Projection: {total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.1f} minutes on four GPUs** "
+        f"({total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.1f} with `wide.yaml`, a lower bound; section "
+        f"15's were {total_then['gpu_min']:.0f} and {total_then['wall_min']:.1f})"
+    ) in text
+    for study in ("flash", "e2e"):
+        assert f"{study} {then.loc[study, 'gpu_min']:.1f} → {full.loc[study, 'gpu_min']:.1f}" in text, study
+    on = {
+        g: pd.read_csv(SLICE / f"projection-gpus{g}.csv").set_index("study").loc["all", "wall_min"] for g in (1, 2, 8)
+    }
+    assert f"On one GPU {on[1]:.0f} minutes, on two {on[2]:.1f}, on eight {on[8]:.1f}" in text

@@ -9,7 +9,7 @@ replace their earlier costs, the profile jobs are scaled by the cut of cuts/rang
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
 warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; then
 the jobs of section 12 (head-932eda2, head-d4346d8) and of section 13 (head-d3ed14d); last, the jobs
-of section 14 (head-6e3f832).
+of section 14 (head-6e3f832) and of section 16 (head-7ae2b01).
 
 Run from the project's root: job_costs.py SLICE [OUT] (OUT defaults to SLICE/job_costs.csv)."""
 
@@ -251,7 +251,9 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # last count-5 charge, and the ladder's costs of ab1a14a (H100) and 8f96bdc (H200). Then the jobs
 # measured at 6e3f832 (head-6e3f832/: the eight flash sweep jobs without the tiled PyTorch attention,
 # the ladder's two small jobs at context 512, and the 2-rank DDP train and timeline jobs), through the
-# pipeline on two H200s, one-GPU jobs side by side (section 14): charged as measured.
+# pipeline on two H200s, one-GPU jobs side by side (section 14): charged as measured. Last, the jobs
+# measured at 7ae2b01 (head-7ae2b01/: the eight flash sweep jobs, the leaderboard and three e2e jobs
+# with an autotuned kernel's configs compiled side by side), the same way (section 16).
 charge_as_measured(
     costs,
     [
@@ -259,6 +261,7 @@ charge_as_measured(
         ("head-d4346d8", "head-d4346d8"),
         ("head-d3ed14d", "head-d3ed14d"),
         ("head-6e3f832", "head-6e3f832"),
+        ("head-7ae2b01", "head-7ae2b01"),
     ],
 )
 costs.to_csv(out, index=False)
