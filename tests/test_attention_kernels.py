@@ -2,11 +2,14 @@
 runs its Triton kernels, and on an sm_90 GPU hands a pass to the Gluon kernels where they take the
 shape. Without a GPU the dispatch is checked by giving it a compute capability."""
 
+import re
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 import torch
 
-from lmperf.attention import attention_kernel, forget_kernels
+from lmperf.attention import FlashAttentionTriton, attention_kernel, attention_tiles, forget_kernels
 from lmperf.kernels import flash_attention, flash_attention_gluon_backward
 from lmperf.kernels.flash_attention import backward_kernel, forward_kernel
 from lmperf.measure import Budget
@@ -15,6 +18,12 @@ from lmperf.report import flash_section
 from lmperf.report.attention_kernels import kernels_sentence
 
 HOPPER, AMPERE = (9, 0), (8, 0)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def Plan(kernel: str) -> SimpleNamespace:
+    """A stand-in for a pass's plan as RAN keeps it: only the kernel it runs."""
+    return SimpleNamespace(kernel=kernel)
 
 
 def model_layout(batch, heads, n, d, dtype=torch.bfloat16):
@@ -49,9 +58,9 @@ def test_the_sm90_backward_is_triton_where_deterministic_algorithms_are_asked_fo
 
 
 def test_a_row_names_each_pass_where_they_ran_different_kernels(monkeypatch):
-    monkeypatch.setattr(flash_attention, "RAN", {"forward": "gluon", "backward": "triton"})
+    monkeypatch.setattr(flash_attention, "RAN", {"forward": Plan("gluon"), "backward": Plan("triton")})
     assert attention_kernel("flash_triton") == "gluon forward, triton backward"
-    flash_attention.RAN["backward"] = "gluon"
+    flash_attention.RAN["backward"] = Plan("gluon")
     assert attention_kernel("flash_triton") == "gluon"
     forget_kernels()
     assert attention_kernel("flash_triton") == ""  # nothing ran since
@@ -125,3 +134,23 @@ def test_the_rows_that_name_the_kernel_declare_it(result):
     from lmperf import registry
 
     assert registry.declared(result)["attention_kernel"] is str
+
+
+def test_a_row_names_the_tiles_the_autotuner_picked_for_each_portable_kernel_that_ran():
+    """After a forward and backward at d = 32 (the portable kernels on every GPU, and the only ones on
+    a CPU), the row's tiles name forward, dQ and dK/dV, each one of its kernel's configs; after
+    forget_kernels, none; attentions other than ours name none."""
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    q, k, v = (torch.randn(1, 64, 32, device=DEVICE, dtype=dtype).requires_grad_() for _ in range(3))
+    forget_kernels()
+    FlashAttentionTriton.apply(q, k, v, True).sum().backward()
+    named = attention_tiles("flash_triton")
+    tile = r"(\d+)x(\d+) (\d+)w (\d+)s"
+    picked = re.fullmatch(rf"forward {tile}, dq {tile}, dkdv {tile}", named)
+    assert picked, named
+    for i, kernel in enumerate(flash_attention.KERNELS[dtype]):
+        pick = tuple(int(x) for x in picked.groups()[4 * i : 4 * i + 4])
+        configs = {(c.kwargs["BLOCK_Q"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages) for c in kernel.configs}
+        assert pick in configs, (i, pick)
+    forget_kernels()
+    assert attention_tiles("flash_triton") == "" and attention_tiles("sdpa") == ""

@@ -86,6 +86,16 @@ def attention_kernel(name: str) -> str:
     return "sdpa" if name == "sdpa" else "pytorch"
 
 
+def attention_tiles(name: str) -> str:
+    """For flash_triton, the tiles, warps and stages the autotuner picked for the portable kernels its
+    passes ran since ``forget_kernels()`` (lmperf.kernels.flash_attention.tiles); '' for the others."""
+    if name == "flash_triton":
+        from lmperf.kernels.flash_attention import tiles
+
+        return tiles()
+    return ""
+
+
 def __getattr__(name):
     if name == "FlashAttentionTriton":
         return _triton_function()
@@ -98,6 +108,7 @@ __all__ = [
     "FlashAttentionTriton",
     "annotated_attention",
     "attention_kernel",
+    "attention_tiles",
     "forget_kernels",
     "get_attention",
     "naive_attention",

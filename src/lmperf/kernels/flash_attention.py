@@ -565,18 +565,36 @@ def backward_kernel(Q, K, V, dO, capability: tuple[int, int] | None) -> str:
     return "gluon"
 
 
-# The kernel each pass ran at its last call, 'gluon' or 'triton', for the rows that name it: a study
-# clears it before a measurement and reads ``ran()`` after (through lmperf.attention).
-RAN: dict[str, str] = {}
+# The plan each pass ran at its last call (its ``kernel``: 'gluon' or 'triton'), for the rows that
+# name what ran: a study clears it before a measurement and reads ``ran()`` and ``tiles()`` after
+# (through lmperf.attention).
+RAN: dict = {}
 
 
 def ran() -> str:
     """The kernels the passes ran since RAN was cleared, as a row names them: 'triton' or 'gluon' where
     every pass that ran used it, else per pass ('gluon forward, triton backward'); '' if none ran."""
-    passes = [p for p in ("forward", "backward") if p in RAN]
-    if len({RAN[p] for p in passes}) <= 1:
-        return RAN[passes[0]] if passes else ""
-    return ", ".join(f"{RAN[p]} {p}" for p in passes)
+    kernels = {p: RAN[p].kernel for p in ("forward", "backward") if p in RAN}
+    if len(set(kernels.values())) <= 1:
+        return next(iter(kernels.values()), "")
+    return ", ".join(f"{kernel} {p}" for p, kernel in kernels.items())
+
+
+def tiles() -> str:
+    """The tiles (query x key), warps and stages the autotuner picked for the portable kernels that the
+    passes ran at their last call since RAN was cleared, as a row names them ('forward 64x64 4w 3s, dq
+    64x32 4w 3s, dkdv 32x64 4w 3s'); a pass on Hopper's Gluon kernels (fixed tiles) names none. Picks
+    can differ from one process to the next where configs time alike."""
+    launchers = []
+    if getattr(RAN.get("forward"), "kernel", "") == "triton":
+        launchers.append(("forward", RAN["forward"].portable[0]))
+    if getattr(RAN.get("backward"), "kernel", "") == "triton":
+        launchers += [("dq", RAN["backward"].dq), ("dkdv", RAN["backward"].dkdv)]
+    return ", ".join(
+        f"{name} {c.kwargs['BLOCK_Q']}x{c.kwargs['BLOCK_K']} {c.num_warps}w {c.num_stages}s"
+        for name, launch in launchers
+        if (c := launch.config) is not None
+    )
 
 
 # Plans, one per signature of a pass's inputs (_signature, and the flags): what the first call with
@@ -690,7 +708,7 @@ def _forward(Q, K, V, is_causal: bool):
     """(Q, K, V as read, the output, L) through the plan of this signature."""
     key = (_Forward, _signature(Q), _signature(K), _signature(V), is_causal)
     plan = _planned(_Forward, key, Q, K, V, is_causal)
-    RAN["forward"] = plan.kernel
+    RAN["forward"] = plan
     return plan(Q, K, V)
 
 
@@ -699,7 +717,7 @@ def _backward(Q, K, V, O, L, dO, is_causal: bool):
     deterministic = torch.are_deterministic_algorithms_enabled()
     key = (_Backward, _signature(Q), _signature(K), _signature(V), _signature(dO), is_causal, deterministic)
     plan = _planned(_Backward, key, Q, K, V, O, L, dO, is_causal)
-    RAN["backward"] = plan.kernel
+    RAN["backward"] = plan
     return plan(Q, K, V, O, L, dO)
 
 

@@ -104,6 +104,7 @@ class Launcher:
         self.kernel, self.grid, self.interpret, self.constexprs = kernel, grid, interpret, constexprs
         self.descriptors = dict(sorted((descriptors or {}).items()))
         self.compiled = None
+        self.config = None  # an autotuned kernel's pick for this signature, after the first call
 
     def __call__(self, *args) -> None:
         if self.compiled is None or knobs.runtime.launch_enter_hook.calls:
@@ -143,6 +144,7 @@ class Launcher:
         if not self.interpret and self.compiled is None:
             compile_configs(self.kernel, self.grid, args, self.constexprs)
         compiled = self.kernel[self.grid](*args, **self.constexprs)
+        self.config = getattr(self.kernel, "best_config", None)
         if self.interpret or self.compiled is not None:
             return
         grid = self.grid

@@ -23,7 +23,9 @@ FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
 
 Our rows name the kernels that ran (``attention_kernel``): on an sm_90 GPU FlashAttentionTriton
 hands a pass to the Gluon kernels where they take its shape ('gluon', or per pass as in 'gluon
-forward, triton backward'), elsewhere it runs the Triton kernels ('triton').
+forward, triton backward'), elsewhere it runs the Triton kernels ('triton'), and the tiles, warps
+and stages the autotuner picked for those (``tiles``): picks that time alike can differ from one
+process to the next, and with them the time.
 """
 
 import argparse
@@ -36,7 +38,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lmperf import grid
-from lmperf.attention import FlashAttentionPyTorch, attention_kernel, forget_kernels, naive_attention
+from lmperf.attention import FlashAttentionPyTorch, attention_kernel, attention_tiles, forget_kernels, naive_attention
 from lmperf.measure import GraphUnavailable, capture_graph, fingerprint, host_bound, release_cached, write_rows
 from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
@@ -257,6 +259,7 @@ def in_turns(impls: dict, q, k, v, causal: bool, pass_: str, warmup_ms: int, rep
         launched = {name: [timer()] for name, timer in alone.items()} | interleaved_medians(taking_turns, rounds)
     if "ours_triton" in launched:
         columns["ours_triton"]["attention_kernel"] = attention_kernel("flash_triton")
+        columns["ours_triton"]["tiles"] = attention_tiles("flash_triton")
     pool, replays = graph_pool(q.device), {}
     for name in launched:
         try:
