@@ -13,7 +13,7 @@ resolved where they overlap), and the middle points whose verdict is neither end
     python notes/e2e_contexts.py [--across size]
 
 Ran at: 6cf6d91 (this CPU), output: logs/2026-11-30-e2e_contexts-6cf6d91-cpu.txt (the ratios across contexts)
-Ran at: COMMIT (this CPU), output: logs/2026-12-01-e2e_contexts-COMMIT-cpu.txt (contexts and sizes, with verdicts)
+Ran at: 1aeb671 (this CPU), output: logs/2026-12-01-e2e_contexts-1aeb671-cpu.txt (contexts and sizes, with verdicts)
 """
 
 import argparse
