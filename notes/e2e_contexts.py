@@ -62,6 +62,7 @@ def verdicts(rows: pd.DataFrame, prefix: str, across: str) -> pd.DataFrame:
             continue
         a, b = times.loc[step].align(times.loc[other], join="inner")
         verdict = (a[cols[2]] < b[cols[1]]).astype(int) * -1 + (a[cols[1]] > b[cols[2]]).astype(int)
+        verdict = verdict.where(a.notna().all(axis=1) & b.notna().all(axis=1))  # no CI, no verdict
         out.append(verdict.unstack(across).assign(comparison=name).set_index("comparison", append=True))
     return pd.concat(out).reorder_levels(["comparison", other_axis, "mode"])
 

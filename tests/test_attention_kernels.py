@@ -145,12 +145,15 @@ def test_a_row_names_the_tiles_the_autotuner_picked_for_each_portable_kernel_tha
     forget_kernels()
     FlashAttentionTriton.apply(q, k, v, True).sum().backward()
     named = attention_tiles("flash_triton")
-    tile = r"(\d+)x(\d+) (\d+)w (\d+)s"
-    picked = re.fullmatch(rf"forward {tile}, dq {tile}, dkdv {tile}", named)
-    assert picked, named
-    for i, kernel in enumerate(flash_attention.KERNELS[dtype]):
-        pick = tuple(int(x) for x in picked.groups()[4 * i : 4 * i + 4])
-        configs = {(c.kwargs["BLOCK_Q"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages) for c in kernel.configs}
-        assert pick in configs, (i, pick)
+    assert re.fullmatch(r"forward \S+ \S+ \S+, dq \S+ \S+ \S+, dkdv \S+ \S+ \S+", named), named
+    forward, dkdv, dq = flash_attention.KERNELS[dtype]
+    plans = flash_attention.RAN
+    launchers = {"forward": plans["forward"].portable[0], "dq": plans["backward"].dq, "dkdv": plans["backward"].dkdv}
+    for (name, kernel), part in zip({"forward": forward, "dq": dq, "dkdv": dkdv}.items(), named.split(", ")):
+        bq, bk, warps, stages = map(int, re.fullmatch(rf"{name} (\d+)x(\d+) (\d+)w (\d+)s", part).groups())
+        config = launchers[name].config  # the pick this pass's plan ran, one of its own kernel's configs
+        assert config in kernel.configs, name
+        assert (bq, bk, warps, stages) == (config.kwargs["BLOCK_Q"], config.kwargs["BLOCK_K"], config.num_warps,
+                                           config.num_stages), name  # fmt: skip
     forget_kernels()
     assert attention_tiles("flash_triton") == "" and attention_tiles("sdpa") == ""

@@ -266,6 +266,7 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
     monkeypatch.setattr(flash, "time_pass", lambda attention, q, k, v, causal, pass_, warm, rep: attention(warm, rep))
     monkeypatch.setattr(flash, "graphed_pass", graphed)
     monkeypatch.setattr(flash, "attention_kernel", lambda name: "triton")
+    monkeypatch.setattr(flash, "attention_tiles", lambda name: f"{name}'s picks")
 
     def do_bench(fn, warmup, rep, return_mode):
         assert phases.current() == "timed"
@@ -292,6 +293,7 @@ def test_the_implementations_of_a_pass_take_turns_and_one_that_cannot_sits_out(m
     ours, cudnn = rows["ours_triton"], rows["sdpa_cudnn"]
     assert ours["rounds"] == 3 and ours["round_ms"] == "1.0000;1.0000;1.0000" and cudnn["median_ms"] == 3.0
     assert ours["attention_kernel"] == "triton" and ours["peak_mem_gib"] == 1.0
+    assert ours["tiles"] == "flash_triton's picks" and "tiles" not in cudnn
     if pass_ == "forward_backward":
         assert ours["graphed_median_ms"] == 0.5 and ours["graphed_round_ms"] == "0.5000;0.5000;0.5000"
     else:

@@ -183,6 +183,11 @@ def test_launcher_repeats_the_launch_on_new_storage(tuned):
         assert launch.pointers == [0, 1]
 
 
+_warps_tuned_copy = triton.autotune(
+    configs=[triton.Config({}, num_warps=w) for w in (1, 2)], key=["n", "BLOCK"], do_bench=lambda *a, **k: 1.0
+)(triton.jit(_scaled_copy.fn))
+
+
 def test_configs_are_compiled_ahead_only_where_the_autotuner_is_about_to_time_them(monkeypatch):
     """compile_configs warms every config up for a key the autotuner has not tuned; for a tuned key
     (the autotuner then compiles only its pick), an autotuner that reads its picks from disk, or a
@@ -202,6 +207,14 @@ def test_configs_are_compiled_ahead_only_where_the_autotuner_is_about_to_time_th
     compile_configs(_tuned_copy, grid, (x, y, n - 2, 2.0), {})
     compile_configs(_scaled_copy, grid, (x, y, n - 2, 2.0), {"BLOCK": 64})
     assert warmed == [n - 1]
+    # a key that holds a constexpr the caller binds (as our kernels' D0, D1 and IS_CAUSAL)
+    blocks = []
+    monkeypatch.setattr(_warps_tuned_copy, "warmup", lambda *args, **kwargs: blocks.append(kwargs["BLOCK"]))
+    monkeypatch.setattr(_warps_tuned_copy, "cache", {})
+    _warps_tuned_copy[(triton.cdiv(n, 64),)](x, y, n, 2.0, BLOCK=64)
+    for block in (64, 128):
+        compile_configs(_warps_tuned_copy, (triton.cdiv(n, block),), (x, y, n, 2.0), {"BLOCK": block})
+    assert blocks == [128]
 
 
 _side_by_side_copy = triton.autotune(

@@ -199,7 +199,7 @@ COLUMNS = {
         "attention_kernel": str, "batch": int, "d": int, "dtype": str, "graphed_median_ms": float, "host_bound": bool,
         "host_overhead_ms": float, "implementation": str, "median_ms": float, "pass": str, "peak_mem_gib": float,
         "rep_ms": int, "seq": int, "tflops": float, "warmup_ms": int, "flat_within": float, "round_ms": str,
-        "rounds": int, "launched_within": float,
+        "rounds": int, "launched_within": float, "tiles": str,
     },
     "ladder": {
         "adds": str, "attention": str, "attention_kernel": str, "backward_ms": float, "batch_size": int,

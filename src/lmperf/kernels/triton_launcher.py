@@ -49,11 +49,12 @@ def _jit_function(kernel):
 def compile_configs(kernel, grid, args, constexprs) -> None:
     """Every config of an autotuned ``kernel`` compiled for ``args`` at once, in up to one thread per
     CPU this process may use (Triton's ``AsyncCompileMode``), where the autotuner is about to time
-    them: not where it has tuned this key already or reads its picks from disk (``cache_results``),
-    then it compiles only the config it picked. A config compiled before (in memory or in Triton's
-    disk cache) is looked up, not compiled. A config that fails to compile is left to the autotuner,
-    which compiles it again, meets the error and times it as never finishing, as it does without
-    this. Other kernels: nothing to do."""
+    them. Not where it has tuned this key already (it then compiles only the config it picked), nor
+    where it caches its picks on disk (``cache_results``, which this project does not set: there a
+    stored pick is read, and a missing one is timed with each config compiled in turn, as before).
+    A config compiled before (in memory or in Triton's disk cache) is looked up, not compiled. A
+    config that fails to compile is left to the autotuner, which compiles it again, meets the error
+    and times it as never finishing, as it does without this. Other kernels: nothing to do."""
     if not isinstance(kernel, triton.runtime.Autotuner) or len(kernel.configs) < 2 or kernel.cache_results:
         return
     named = {k: v for k, v in {**dict(zip(kernel.arg_names, args)), **constexprs}.items() if k in kernel.arg_names}
