@@ -5,8 +5,8 @@ key (dtypes, 16-byte alignment, integers equal to 1), looks the compiled kernel 
 autotuned kernel first builds dicts of the arguments to find the tuned config; only then does the
 compiled kernel's own launcher run. A caller that has fixed the signature (shapes, strides, dtypes,
 alignments) gets the same answers every time. ``Launcher`` takes its first call through Triton,
-which compiles (``compile_configs``) and autotunes, and keeps the compiled kernel and its grid; later calls go
-straight to the compiled kernel's launcher. Keeping the signature fixed is the caller's promise:
+which compiles (``compile_configs``) and autotunes, and keeps the compiled kernel and its grid;
+later calls go straight to the compiled kernel's launcher. Keeping the signature fixed is the caller's promise:
 each Launcher belongs to one plan of ``flash_attention``'s plan cache, whose key is that signature.
 
 The compiled launcher asks the driver about every pointer it is given as a tensor

@@ -24,9 +24,9 @@ FLOPs: forward 4·B·H·N²·d, halved when causal; backward 2.5x forward.
 Our rows name the kernels that ran (``attention_kernel``): on an sm_90 GPU FlashAttentionTriton
 hands a pass to the Gluon kernels where they take its shape ('gluon', or per pass as in 'gluon
 forward, triton backward'), elsewhere it runs the Triton kernels ('triton'), and the tiles, warps
-and stages the autotuner picked for those (``tiles``; a backward row's name the forward that made
-its inputs too): picks that time alike can differ from one process to the next, and with them the
-time.
+and stages the autotuner picked for those (``tiles``; a backward row names those of the forward
+that made its inputs too): picks that time alike can differ from one process to the next, and with
+them the time.
 """
 
 import argparse
