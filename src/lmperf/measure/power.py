@@ -110,7 +110,8 @@ def hold(
             steps += 1
             window.append(now - begun)
             if now - start >= seconds:
-                log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed")
+                said = f" ({probe.said()})" if probe is not None else ""
+                log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed{said}")
                 return Held(steps, now - start)
             if until_steady and gpu is not None:
                 if probe is None:
@@ -121,7 +122,8 @@ def hold(
             if until_steady and sum(window) >= SETTLE_WINDOW_S:
                 medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
                 if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
-                    log.info(f"held {steps} steps for {now - start:.2f} s: steady")
+                    said = f" ({probe.said()})" if probe is not None else ""
+                    log.info(f"held {steps} steps for {now - start:.2f} s: steady{said}")
                     return Held(steps, now - start)
     finally:
         if probe is not None:
@@ -166,6 +168,23 @@ class Probe:
         if not rows:
             log.info(f"power probe: {self.samples.reason}; the hold keeps its windows")
         return self.verdict
+
+    def said(self) -> str:
+        """What the probe found, for the hold's log line: why it did not end the hold."""
+        rows = self.samples.rows
+        if self.verdict is None:
+            return "the probe had no verdict yet"
+        if not rows:
+            return f"the probe had no sample: {self.samples.reason or 'nvidia-smi missing'}"
+        share = max(power / limit for power, limit, *_ in rows)
+        low = min(clock for _, _, clock, _, _ in rows)
+        seen = 0
+        for *_, mask in rows:
+            seen |= mask
+        return (
+            f"probe: {len(rows)} samples, up to {share:.0%} of the power limit, "
+            f"SM clock down to {low:.0f} of {rows[0][3]:.0f} MHz, reasons {hex(seen)}"
+        )
 
     def close(self) -> None:
         """Stop nvidia-smi if it still runs, and reap it."""
