@@ -182,6 +182,15 @@ def test_a_hold_ends_sooner_only_where_every_probe_sample_is_far_below_the_power
         assert held_s >= SETTLE_WINDOW_S * power.SETTLE_WINDOWS  # the steady windows' rule, as without a probe
 
 
+def test_a_hold_the_probe_did_not_end_says_in_its_log_line_what_the_probe_found(tmp_path, monkeypatch, caplog):
+    probe_stand_in(tmp_path, monkeypatch, ["300.00, 700.00, 1755, 1980, 0x0000000000000004"])
+    with caplog.at_level("INFO", logger="lmperf.measure.power"):
+        hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("held ")]
+    assert line.endswith("of the power limit, SM clock down to 1755 of 1980 MHz, reasons 0x4)"), line
+    assert ": steady (probe: " in line and "samples, up to 43% of the power limit" in line
+
+
 def test_a_hold_that_runs_out_of_time_while_the_probe_samples_stops_it(tmp_path, monkeypatch):
     probes = probe_stand_in(tmp_path, monkeypatch, [FAR_BELOW_LINE])
     assert hold(lambda: time.sleep(0.01), torch.device("cpu"), 0.05, gpu="GPU-test").far_below is False
