@@ -9,6 +9,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,7 @@ SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's sectio
 SECTION_13 = "head-d3ed14d"  # the run of its section 13, which replaces some of section 12's charges
 SECTION_14 = "head-6e3f832"  # the run of its section 14, which replaces some earlier charges
 SECTION_16 = "head-7ae2b01"  # the run of its section 16, which replaces some of section 14's charges
+SECTION_17 = "head-70a4026"  # the run of its section 17, which replaces some earlier charges
 # The slice's runs whose jobs job_costs.py charges as measured, in its order: a later run's cost of a job
 # replaces an earlier's. (Charges it scales, such as the holds added to e2e jobs, are tested apart.)
 RUNS = (
@@ -39,6 +41,7 @@ RUNS = (
     SECTION_13,
     SECTION_14,
     SECTION_16,
+    SECTION_17,
 )
 
 
@@ -468,7 +471,7 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     for source, tsv in measured:
         job = "benchmarks/" + str(tsv.relative_to(runs[source] / "benchmarks"))
         assert_charged(costs, job, next(r for r in RUNS if SOURCES.get(r, r) == source))
-    later = costs["source"].str.startswith((*SECTION_12, SECTION_13, SECTION_16))  # holds in their time too
+    later = costs["source"].str.startswith((*SECTION_12, SECTION_13, SECTION_16, SECTION_17))  # holds in their time too
     others = costs[costs.index.str.match(r"benchmarks/e2e/") & ~costs["source"].isin(runs) & ~later]
     assert len(others) == 5
     for job, row in others.iterrows():
@@ -861,8 +864,9 @@ def test_section_13s_statements_are_its_rows_and_logs():
         name: benchmark_wall(SLICE / run / "benchmarks/e2e/2.7B/bf16-compiled.tsv")
         for name, run in (("now", SECTION_13), ("then", "head-932eda2"))
     }
-    charged = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
-    assert charged.loc["benchmarks/e2e/2.7B/bf16-compiled.tsv", "wall_s"] == walls["now"]
+    assert_charged(
+        pd.read_csv(SLICE / "job_costs.csv").set_index("job"), "benchmarks/e2e/2.7B/bf16-compiled.tsv", SECTION_13
+    )
     assert (
         f"took {walls['now']:.1f} s**, where section 12's run took {walls['then']:.1f} s and the projection charged "
         f"it {table_row(section.splitlines(), 'e2e 2.7B bf16-compiled').split(' | ')[1]} s, an estimate"
@@ -1145,7 +1149,11 @@ def test_section_16s_jobs_and_statements_are_its_files():
         f"({then.min():.2f}-{then.max():.2f})"
     ) in text
 
-    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    # the projection then: the committed costs before section 17's jobs
+    full, wide, *on = (
+        summary(project(pd.read_csv(SLICE / name), costs_before(SECTION_17)), gpus).set_index("study")
+        for name, gpus in (("jobs.csv", 4), ("jobs-wide.csv", 4), ("jobs.csv", 1), ("jobs.csv", 2), ("jobs.csv", 8))
+    )
     then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_16)), 4).set_index("study")
     total, total_wide, total_then = full.loc["all"], wide.loc["all"], then.loc["all"]
     assert (
@@ -1155,7 +1163,76 @@ def test_section_16s_jobs_and_statements_are_its_files():
     ) in text
     for study in ("flash", "e2e"):
         assert f"{study} {then.loc[study, 'gpu_min']:.1f} → {full.loc[study, 'gpu_min']:.1f}" in text, study
-    on = {
-        g: pd.read_csv(SLICE / f"projection-gpus{g}.csv").set_index("study").loc["all", "wall_min"] for g in (1, 2, 8)
-    }
+    on = {g: frame.loc["all", "wall_min"] for g, frame in zip((1, 2, 8), on)}
     assert f"On one GPU {on[1]:.0f} minutes, on two {on[2]:.1f}, on eight {on[8]:.1f}" in text
+
+
+def test_section_17s_jobs_and_statements_are_its_files():
+    """Section 17: each job of its run is charged its benchmark's wall time and tabled with its charge
+    before, its benchmark and its cost split; the statements on warm-up, holds, CIs and medians are
+    the runs' rows and logs; and the projection is the committed one, against section 16's."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    section = readme_section("## 17. ", "## What is next")
+    text, lines = " ".join(section.split()), section.splitlines()
+    run = SLICE / SECTION_17
+    walls, charged = cost_table(SECTION_17, lines, costs, lambda job: earlier_wall(job, SECTION_17))
+    assert len(walls) == 4 and set(pd.concat(pd.read_csv(f) for f in run.glob("rows/**/*.csv"))["commit"]) == {
+        "70a402643380"
+    }
+    befores = {
+        "xl/bf16-compiled": "head-507f3e6",
+        "2.7B/bf16-compiled": SECTION_13,
+        "small/bf16-eager": "cuts/probe/with",
+    }
+    for name, before in befores.items():
+        job, log = f"benchmarks/e2e/{name}.tsv", f"logs/e2e/{name}.log"
+        assert charged[job] == benchmark_wall(SLICE / before / job)
+        assert f"took {walls[job]:.1f} s against {charged[job]:.1f} s" in text, name
+        now, then = cost_split(run / job), cost_split(SLICE / before / job)
+        ends = {
+            side: Counter(why.split(" (")[0] for _, why in holds(r / log))
+            for side, r in (("now", run), ("then", SLICE / before))
+        }
+        if name == "small/bf16-eager":
+            assert f"its holds {now['settle']:.1f} against {then['settle']:.1f} s" in text
+            probed = ends["then"]["far below the power limit"]
+            assert probed == sum(ends["then"].values()) == 72
+            assert (
+                f"probe ended all {probed} holds; here it ended {ends['now']['far below the power limit']} of "
+                f"{sum(ends['now'].values())}" in text
+            )
+            read = [int(x) for x in re.findall(r"steady \(probe: \d+ samples, up to (\d+)%", (run / log).read_text())]
+            assert f"Of the other {ends['now']['steady']}, {len(read)} ran" in text
+            assert f"read {min(read)}-{max(read)}% of the power limit" in text
+            assert (sum(r < 80 for r in read), read.count(80), sum(r > 80 for r in read)) == (8, 2, 6)
+            continue
+        blocks = [max(warmup_blocks(r / log)) for r in (run, SLICE / before)]
+        assert f"warm-up {now['warmup']:.1f} against {then['warmup']:.1f} s" in text, name
+        assert f"{blocks[0]:.1f} s against {blocks[1]:.1f} s" in text, name
+        assert f"holds {now['settle']:.1f} against {then['settle']:.1f} s" in text, name
+        assert f"timed steps {now['timed']:.1f} against {then['timed']:.1f} s" in text, name
+        assert f"{ends['now']['the most allowed']} " in text and f"{ends['then']['the most allowed']} of 72" in text
+    sweep = "benchmarks/flash/sweep/bf16-d64.tsv"
+    assert f"took {walls[sweep]:.1f} s against {charged[sweep]:.1f} s" in text
+    assert f"its warm-up {cost_split(run / sweep)['warmup']:.1f} against " in text
+
+    within = []
+    for name in ("e2e/2.7B/bf16-compiled", "e2e/xl/bf16-compiled", "e2e/small/bf16-eager", "flash/sweep/bf16-d64"):
+        rows = pd.read_csv(run / f"rows/{name}.csv")
+        graphed = rows[rows["graphed_median_ms"].notna()]
+        within.append(f"{(graphed_halfwidth(graphed) <= 0.01).sum()} of {len(graphed)}")
+    assert f"{within[0]}, {within[1]} and {within[2]} graphed CIs lie within 1%" in text
+    assert f"{within[3]} in the sweep job" in text
+    ours = pd.read_csv(run / "rows/flash/sweep/bf16-d64.csv").query("implementation == 'ours_triton'")
+    assert ours["tiles"].str.contains("dq ").any()  # the picks, where a portable backward ran
+
+    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_17)), 4).set_index("study")
+    total, total_wide, total_then = full.loc["all"], wide.loc["all"], then.loc["all"]
+    assert (
+        f"**Projection: {total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.1f} minutes on four GPUs** "
+        f"({total_wide['gpu_min']:.1f} and {total_wide['wall_min']:.1f} with `wide.yaml`, a lower bound; section "
+        f"16's were {total_then['gpu_min']:.0f} and {total_then['wall_min']:.1f})"
+    ) in text
+    for study in ("e2e", "flash"):
+        assert f"{study} {then.loc[study, 'gpu_min']:.1f} → {full.loc[study, 'gpu_min']:.1f}" in text, study

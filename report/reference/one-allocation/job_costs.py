@@ -253,7 +253,9 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # the ladder's two small jobs at context 512, and the 2-rank DDP train and timeline jobs), through the
 # pipeline on two H200s, one-GPU jobs side by side (section 14): charged as measured. Last, the jobs
 # measured at 7ae2b01 (head-7ae2b01/: the eight flash sweep jobs, the leaderboard and three e2e jobs
-# with an autotuned kernel's configs compiled side by side), the same way (section 16).
+# with an autotuned kernel's configs compiled side by side), the same way (section 16). Last, the jobs
+# measured at 70a4026 (head-70a4026/: e2e xl and 2.7B bf16-compiled, e2e small bf16-eager and the
+# flash sweep at bf16, d = 64), through the pipeline on one H200 at a time, one job at a time (section 17).
 charge_as_measured(
     costs,
     [
@@ -262,6 +264,7 @@ charge_as_measured(
         ("head-d3ed14d", "head-d3ed14d"),
         ("head-6e3f832", "head-6e3f832"),
         ("head-7ae2b01", "head-7ae2b01"),
+        ("head-70a4026", "head-70a4026"),
     ],
 )
 costs.to_csv(out, index=False)
