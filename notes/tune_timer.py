@@ -1,3 +1,5 @@
+# pinned: 2fe3bdb87f9f  (uses lmperf internals; run it from a checkout of that commit)
+# internals: flash_attention._tune_bench, flash_attention._PLANS
 """Does the autotuner pick our FlashAttention's tiles by host noise at short lengths?
 
 Question: at the flash sweep's short lengths, ours' replayed forward + backward differs by up to 1.5x
