@@ -1,5 +1,8 @@
+from functools import partial
+
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounter
 
 from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
@@ -51,3 +54,38 @@ def test_sweep_cli_measures_eager_attention(tmp_path):
     assert list(rows["seq"]) == [32, 64] and set(rows["status"]) == {"ok"}
     assert (rows["forward_mean_ms"] > 0).all() and (rows["backward_mean_ms"] > 0).all()
     assert (rows["observed_saved_mib"] == rows["computed_saved_mib"]).all()
+
+
+LENGTHS = [8 * i for i in range(1, 11)]  # more than Dynamo's default recompile limit of 8
+
+
+def calls_at_each_length(attention) -> None:
+    for seq in LENGTHS:
+        q = torch.randn(1, seq, 16)
+        attention(q, q, q, is_causal=True)
+
+
+def test_torchs_default_compile_serves_later_lengths_with_one_dynamic_graph():
+    """Why the sweeps compile per shape: by default a second length makes the length dynamic, and
+    that one graph serves every later length."""
+    counter = CompileCounter()
+    calls_at_each_length(torch.compile(naive_attention, backend=counter))
+    assert counter.frame_count == 2
+
+
+@pytest.mark.parametrize("study", ["attention_sweep", "flash"])
+def test_the_sweeps_compile_naive_attention_for_each_length(study, monkeypatch):
+    import importlib
+
+    from lmperf.recompiles import compile_per_shape
+
+    module, counter = importlib.import_module(f"lmperf.studies.{study}"), CompileCounter()
+    monkeypatch.setattr(module, "compile_per_shape", partial(compile_per_shape, backend=counter))
+    if study == "flash":
+        pytest.importorskip("triton")
+        compiled = module.implementations()["naive_compiled"]
+        calls_at_each_length(lambda q, k, v, is_causal: compiled(q, k, v, is_causal))
+    else:
+        monkeypatch.setattr(module, "measure", lambda attention, batch, seq, *a: calls_at_each_length(attention) or {})
+        module.sweep(16, LENGTHS[:1], True, 1, 1, 0, torch.device("cpu"))
+    assert counter.frame_count == len(LENGTHS)  # one static graph per length, none run uncompiled

@@ -19,6 +19,7 @@ from lmperf.attention import naive_attention
 from lmperf.attention.accounting import naive_attention_saved_bytes, observed_saved_bytes
 from lmperf.measure import fingerprint, resolve_device, summarize_ms, time_once, write_rows
 from lmperf.measure.phases import phase
+from lmperf.recompiles import compile_per_shape
 from lmperf.studies import int_list, run_study
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def measure(attention, batch: int, seq: int, d: int, steps: int, warmup: int, de
 
 def sweep(d: int, seq_lengths, compiled: bool, batch: int, steps: int, warmup: int, device) -> list[dict]:
     env = fingerprint(device)
-    attention = torch.compile(naive_attention) if compiled else naive_attention
+    attention = compile_per_shape(naive_attention) if compiled else naive_attention  # a graph per length
     total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else float("nan")
     rows = []
     for seq in seq_lengths:

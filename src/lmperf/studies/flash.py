@@ -45,6 +45,7 @@ from lmperf.measure.attention_flops import attention_flops
 from lmperf.measure.phases import phase
 from lmperf.measure.stats import join_ms, summarize_ms
 from lmperf.measure.timing import HOST_BOUND, graph_pool
+from lmperf.recompiles import compile_per_shape
 from lmperf.studies import int_list, run_study
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def implementations(compile_ours: bool = False) -> dict:
     # The backward pass is timed by re-running backward on one graph (retain_graph=True), which a
     # compiled graph refuses when it donates its saved buffers to the backward.
     torch._functorch.config.donated_buffer = False
-    compiled_naive = torch.compile(naive_attention)
+    compiled_naive = compile_per_shape(naive_attention)  # a graph per length, as e2e compiles its blocks
     ours = torch.compile(FlashAttentionTriton.apply) if compile_ours else FlashAttentionTriton.apply
     runs = {
         "ours_triton": lambda q, k, v, c: ours(q, k, v, c),
