@@ -1024,6 +1024,19 @@ def trial_seconds(log: Path, name: str) -> list[tuple[str, int, float]]:
     return [(p, int(n), float(t)) for p, n, t in found]
 
 
+def assert_projection(text: str, full, wide, then, section: str, studies) -> None:
+    """A section's bold projection sentence: the totals of ``full`` and ``wide`` (summaries by study),
+    against ``then``'s as the earlier ``section`` left them, and each of ``studies`` as then → now."""
+    total, total_wide, total_then = full.loc["all"], wide.loc["all"], then.loc["all"]
+    assert (
+        f"**Projection: {total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.1f} minutes on four GPUs** "
+        f"({total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.1f} with `wide.yaml`, a lower bound; section "
+        f"{section}'s were {total_then['gpu_min']:.0f} and {total_then['wall_min']:.1f})"
+    ) in text
+    for study in studies:
+        assert f"{study} {then.loc[study, 'gpu_min']:.1f} → {full.loc[study, 'gpu_min']:.1f}" in text, study
+
+
 def test_section_16s_jobs_and_statements_are_its_files():
     """Section 16: each job of its run is charged its benchmark's wall time and tabled with its charge
     before, its benchmark and its cost split; the first calls are the script's log; the sweep's,
@@ -1155,14 +1168,7 @@ def test_section_16s_jobs_and_statements_are_its_files():
         for name, gpus in (("jobs.csv", 4), ("jobs-wide.csv", 4), ("jobs.csv", 1), ("jobs.csv", 2), ("jobs.csv", 8))
     )
     then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_16)), 4).set_index("study")
-    total, total_wide, total_then = full.loc["all"], wide.loc["all"], then.loc["all"]
-    assert (
-        f"**Projection: {total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.1f} minutes on four GPUs** "
-        f"({total_wide['gpu_min']:.0f} and {total_wide['wall_min']:.1f} with `wide.yaml`, a lower bound; section "
-        f"15's were {total_then['gpu_min']:.0f} and {total_then['wall_min']:.1f})"
-    ) in text
-    for study in ("flash", "e2e"):
-        assert f"{study} {then.loc[study, 'gpu_min']:.1f} → {full.loc[study, 'gpu_min']:.1f}" in text, study
+    assert_projection(text, full, wide, then, "15", ("flash", "e2e"))
     on = {g: frame.loc["all", "wall_min"] for g, frame in zip((1, 2, 8), on)}
     assert f"On one GPU {on[1]:.0f} minutes, on two {on[2]:.1f}, on eight {on[8]:.1f}" in text
 
@@ -1228,11 +1234,4 @@ def test_section_17s_jobs_and_statements_are_its_files():
 
     full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
     then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_17)), 4).set_index("study")
-    total, total_wide, total_then = full.loc["all"], wide.loc["all"], then.loc["all"]
-    assert (
-        f"**Projection: {total['gpu_min']:.0f} GPU-minutes, {total['wall_min']:.1f} minutes on four GPUs** "
-        f"({total_wide['gpu_min']:.1f} and {total_wide['wall_min']:.1f} with `wide.yaml`, a lower bound; section "
-        f"16's were {total_then['gpu_min']:.0f} and {total_then['wall_min']:.1f})"
-    ) in text
-    for study in ("e2e", "flash"):
-        assert f"{study} {then.loc[study, 'gpu_min']:.1f} → {full.loc[study, 'gpu_min']:.1f}" in text, study
+    assert_projection(text, full, wide, then, "16", ("e2e", "flash"))
