@@ -2,8 +2,8 @@
 
 Question: the flash sweep at fp32, d = 64 ran twice on one H200, one job after the other, the second
 with the run's compile cache warm from the first. Ours and naive attention timed the same (0.998-1.009),
-but compiled naive attention's forward differed by up to 21% (16384: 3.47 ms cold, 2.75 warm), every
-difference resolved. The sweep compiles it once (``torch.compile(naive_attention)``, shapes
+but compiled naive attention's forward differed by up to 21% (16384: 3.47 ms cold, 2.75 warm), 18 of
+its 19 graphed medians resolved apart. The sweep compiles it once (``torch.compile(naive_attention)``, shapes
 ``dynamic=None``): the first length compiles static, a second length recompiles with the sequence
 dynamic (automatic dynamic shapes), and that one graph serves every later length. Is the difference
 the cache, and does compiling each length static (``dynamic=False``, as e2e compiles its blocks)

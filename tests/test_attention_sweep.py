@@ -59,6 +59,17 @@ def test_sweep_cli_measures_eager_attention(tmp_path):
 LENGTHS = [8 * i for i in range(1, 11)]  # more than Dynamo's default recompile limit of 8
 
 
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """No compiled code or automatic-dynamic state from other tests, none left for them, and the
+    recompile limit (which compile_per_shape raises for the process) as it was."""
+    torch._dynamo.reset()
+    names = [n for n in ("cache_size_limit", "recompile_limit") if hasattr(torch._dynamo.config, n)]
+    with torch._dynamo.config.patch({n: getattr(torch._dynamo.config, n) for n in names}):
+        yield
+    torch._dynamo.reset()
+
+
 def calls_at_each_length(attention) -> None:
     for seq in LENGTHS:
         q = torch.randn(1, seq, 16)

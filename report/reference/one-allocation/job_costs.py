@@ -251,7 +251,7 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # last count-5 charge, and the ladder's costs of ab1a14a (H100) and 8f96bdc (H200). Then the jobs
 # measured at 6e3f832 (head-6e3f832/: the eight flash sweep jobs without the tiled PyTorch attention,
 # the ladder's two small jobs at context 512, and the 2-rank DDP train and timeline jobs), through the
-# pipeline on two H200s, one-GPU jobs side by side (section 14): charged as measured. Last, the jobs
+# pipeline on two H200s, one-GPU jobs side by side (section 14): charged as measured. Then the jobs
 # measured at 7ae2b01 (head-7ae2b01/: the eight flash sweep jobs, the leaderboard and three e2e jobs
 # with an autotuned kernel's configs compiled side by side), the same way (section 16). Last, the jobs
 # measured at 70a4026 (head-70a4026/: e2e xl and 2.7B bf16-compiled, e2e small bf16-eager and the

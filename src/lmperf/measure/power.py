@@ -101,6 +101,14 @@ def hold(
     """
     start = timeit.default_timer()
     steps, medians, window, probe = 0, [], [], None
+
+    def ended(why: str, far_below: bool = False) -> Held:
+        """The hold's end, logged with why it ended and, where the windows or the time ended it, what
+        the probe read."""
+        said = f" ({probe.said()})" if probe is not None and not far_below else ""
+        log.info(f"held {steps} steps for {now - start:.2f} s: {why}{said}")
+        return Held(steps, now - start, far_below)
+
     try:
         while True:
             begun = timeit.default_timer()
@@ -110,21 +118,16 @@ def hold(
             steps += 1
             window.append(now - begun)
             if now - start >= seconds:
-                said = f" ({probe.said()})" if probe is not None else ""
-                log.info(f"held {steps} steps for {now - start:.2f} s: the most allowed{said}")
-                return Held(steps, now - start)
+                return ended("the most allowed")
             if until_steady and gpu is not None:
                 if probe is None:
                     probe = Probe(gpu)  # started after the first step, so that it samples only this work
                 elif probe.far_below():
-                    log.info(f"held {steps} steps for {now - start:.2f} s: far below the power limit")
-                    return Held(steps, now - start, far_below=True)
+                    return ended("far below the power limit", far_below=True)
             if until_steady and sum(window) >= SETTLE_WINDOW_S:
                 medians, window = [*medians[1 - SETTLE_WINDOWS :], statistics.median(window)], []
                 if len(medians) == SETTLE_WINDOWS and max(medians) <= (1 + SETTLE_TOLERANCE) * min(medians):
-                    said = f" ({probe.said()})" if probe is not None else ""
-                    log.info(f"held {steps} steps for {now - start:.2f} s: steady{said}")
-                    return Held(steps, now - start)
+                    return ended("steady")
     finally:
         if probe is not None:
             probe.close()
