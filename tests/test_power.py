@@ -188,7 +188,7 @@ def test_a_hold_the_probe_did_not_end_says_in_its_log_line_what_the_probe_found(
         hold(lambda: time.sleep(0.005), torch.device("cpu"), 5, gpu="GPU-test")
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("held ")]
     assert line.endswith("of the power limit, SM clock down to 1755 of 1980 MHz, reasons 0x4)"), line
-    assert " (probe: " in line and "samples, up to 43% of the power limit" in line  # steady, or at the most allowed
+    assert " (probe: " in line and "samples, up to 42.9% of the power limit" in line  # steady, or at the most allowed
 
 
 def test_a_hold_that_runs_out_of_time_while_the_probe_samples_stops_it(tmp_path, monkeypatch):

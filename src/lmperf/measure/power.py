@@ -185,7 +185,7 @@ class Probe:
         for *_, mask in rows:
             seen |= mask
         return (
-            f"probe: {len(rows)} samples, up to {share:.0%} of the power limit, "
+            f"probe: {len(rows)} samples, up to {share:.1%} of the power limit, "
             f"SM clock down to {low:.0f} of {rows[0][3]:.0f} MHz, reasons {hex(seen)}"
         )
 
