@@ -181,12 +181,9 @@ class Probe:
             return f"the probe had no sample: {self.samples.reason or 'nvidia-smi missing'}"
         share = max(power / limit for power, limit, *_ in rows)
         low = min(clock for _, _, clock, _, _ in rows)
-        seen = 0
-        for *_, mask in rows:
-            seen |= mask
         return (
             f"probe: {len(rows)} samples, up to {share:.1%} of the power limit, "
-            f"SM clock down to {low:.0f} of {rows[0][3]:.0f} MHz, reasons {hex(seen)}"
+            f"SM clock down to {low:.0f} of {rows[0][3]:.0f} MHz, reasons {hex(self.samples.reasons())}"
         )
 
     def close(self) -> None:
@@ -226,15 +223,19 @@ class Samples:
         a first sample may still carry the block before: at worst a block is timed again for nothing."""
         return any(power >= FAR_BELOW * limit or mask & ~IDLE for _, power, limit, _, mask in self.rows)
 
-    def columns(self, prefix: str) -> dict:
-        """Each numeric field's median, and every clock-event reason seen in any sample (OR of the masks)."""
-        fields = list(zip(*self.rows)) or [[float("nan")]] * len(COLUMNS) + [[]]
+    def reasons(self) -> int:
+        """Every clock-event reason seen in any sample: the OR of the rows' masks (their last field)."""
         seen = 0
-        for mask in fields[-1]:
+        for *_, mask in self.rows:
             seen |= mask
+        return seen
+
+    def columns(self, prefix: str) -> dict:
+        """Each numeric field's median, and every clock-event reason seen in any sample (``reasons``)."""
+        fields = list(zip(*self.rows)) or [[float("nan")]] * len(COLUMNS) + [[]]
         return {
             **{prefix + name: statistics.median(values) for name, values in zip(COLUMNS, fields[:-1], strict=True)},
-            prefix + REASONS: hex(seen) if self.rows else "",
+            prefix + REASONS: hex(self.reasons()) if self.rows else "",
             prefix + "gpu_samples": len(self.rows),
             prefix + "gpu_note": self.reason,
         }
