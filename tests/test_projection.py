@@ -26,6 +26,7 @@ SECTION_13 = "head-d3ed14d"  # the run of its section 13, which replaces some of
 SECTION_14 = "head-6e3f832"  # the run of its section 14, which replaces some earlier charges
 SECTION_16 = "head-7ae2b01"  # the run of its section 16, which replaces some of section 14's charges
 SECTION_17 = "head-70a4026"  # the run of its section 17, which replaces some earlier charges
+SECTION_18 = "head-eeba841"  # the run of its section 18, which replaces some of section 17's charges
 # The slice's runs whose jobs job_costs.py charges as measured, in its order: a later run's cost of a job
 # replaces an earlier's. (Charges it scales, such as the holds added to e2e jobs, are tested apart.)
 RUNS = (
@@ -42,6 +43,7 @@ RUNS = (
     SECTION_14,
     SECTION_16,
     SECTION_17,
+    SECTION_18,
 )
 
 
@@ -131,7 +133,7 @@ def earlier_wall(job: str, run: str) -> float:
 def costs_before(run: str | None = None) -> pd.DataFrame:
     """job_costs.csv, or, given ``run``, as it was before that run's jobs were charged: each job that
     it or a later run charges is charged its cost before it (``earlier_wall``: as measured, which
-    holds for every job charged by the runs of sections 14, 16 and 17)."""
+    holds for every job charged by the runs of sections 14, 16, 17 and 18)."""
     costs = pd.read_csv(SLICE / "job_costs.csv")
     if run is not None:
         later = [SOURCES.get(r, r) for r in RUNS[RUNS.index(run) :]]
@@ -1178,7 +1180,7 @@ def test_section_17s_jobs_and_statements_are_its_files():
     before, its benchmark and its cost split; the statements on warm-up, holds, CIs and medians are
     the runs' rows and logs; and the projection is the committed one, against section 16's."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
-    section = readme_section("## 17. ", "## What is next")
+    section = readme_section("## 17. ", "## 18. ")
     text, lines = " ".join(section.split()), section.splitlines()
     run = SLICE / SECTION_17
     walls, charged = cost_table(SECTION_17, lines, costs, lambda job: earlier_wall(job, SECTION_17))
@@ -1252,6 +1254,123 @@ def test_section_17s_jobs_and_statements_are_its_files():
     assert ours.loc[portable, "tiles"].notna().all() and ours.loc[~portable, "tiles"].isna().all()
     assert f"(`tiles`; {portable.sum()} of {len(ours)} rows:" in text
 
-    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    full, wide = (
+        summary(project(pd.read_csv(SLICE / name), costs_before(SECTION_18)), 4).set_index("study")
+        for name in ("jobs.csv", "jobs-wide.csv")
+    )
     then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_17)), 4).set_index("study")
     assert_projection(text, full, wide, then, "16", ("e2e", "flash"))
+
+
+def test_section_18s_jobs_and_statements_are_its_files():
+    """Section 18: each job of its run is charged its benchmark's wall time and tabled with its charge
+    before, its benchmark and its cost split; the trial passes, the medians against the runs before
+    and the CIs are its rows and logs; and the projection is the committed one, against section 17's."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    section = readme_section("## 18. ", "## What is next")
+    text, lines = " ".join(section.split()), section.splitlines()
+    run = SLICE / SECTION_18
+    walls, charged = cost_table(SECTION_18, lines, costs, lambda job: earlier_wall(job, SECTION_18))
+    sweep = sorted(job for job in walls if "/flash/sweep/" in job)
+    assert len(walls) == 10 and len(sweep) == 8
+    rows = {f: pd.read_csv(f) for f in sorted(run.glob("rows/**/*.csv"))}
+    assert {c for frame in rows.values() for c in frame["commit"]} == {"eeba84134ede"}
+    assert (
+        f"eight sweep jobs took {sum(walls[j] for j in sweep):.1f} s, where they were charged "
+        f"{sum(charged[j] for j in sweep):.1f} s" in text
+    )
+
+    def before(job: str) -> Path:  # the run whose cost of the job was charged before this one
+        return [r for r in RUNS[: RUNS.index(SECTION_18)] if (SLICE / r / job).exists()][-1]
+
+    def trials(base, job: str, name: str) -> float:  # the job's trial passes of ``name``, in seconds
+        log = base / job.replace("benchmarks/", "logs/").replace(".tsv", ".log")
+        return sum(t for *_, t in trial_seconds(log, name))
+
+    compiled, ours = (
+        {"now": [trials(run, j, name) for j in sweep], "then": [trials(SLICE / before(j), j, name) for j in sweep]}
+        for name in ("naive_compiled", "ours_triton")
+    )
+    ours = {side: sum(seconds) for side, seconds in ours.items()}
+    assert (
+        f"compiled naive attention's trial passes took {sum(compiled['now']):.1f} s against "
+        f"{sum(compiled['then']):.1f} s ({min(compiled['now']):.1f}-{max(compiled['now']):.1f} s a job against "
+        f"{min(compiled['then']):.1f}-{max(compiled['then']):.1f} s)" in text
+    )
+    assert f"ours' took {ours['now']:.1f} against {ours['then']:.1f} s" in text
+    moved = [abs(cost_split(run / j)["timed"] - cost_split(SLICE / before(j) / j)["timed"]) for j in sweep]
+    assert max(moved) < 1
+
+    attention = [f"benchmarks/attention/compiled-d{d}.tsv" for d in (16, 128)]
+    earlier = [SLICE / "head-5cda776", SLICE.parent / "flash-sweep-rounds"]
+    assert (
+        f"at d = 16 and 128 took {walls[attention[0]]:.1f} and {walls[attention[1]]:.1f} s against "
+        f"{charged[attention[0]]:.1f} and {charged[attention[1]]:.1f} s, their warm-up "
+        f"{cost_split(run / attention[0])['warmup']:.1f} and {cost_split(run / attention[1])['warmup']:.1f} s against "
+        f"{cost_split(earlier[0] / attention[0])['warmup']:.1f} and "
+        f"{cost_split(earlier[1] / attention[1])['warmup']:.1f} s" in text
+    )
+    added = [walls[j] - charged[j] for j in reversed(attention)]
+    assert f"what the two measured here added ({added[0]:.1f} and {added[1]:.1f} s a job)" in text
+
+    now = pd.concat(frame for f, frame in rows.items() if "/sweep/" in str(f))
+    then = pd.concat(
+        pd.read_csv(SLICE / before(f"benchmarks/flash/sweep/{f.stem}.tsv") / "rows/flash/sweep" / f.name)
+        for f in rows
+        if "/sweep/" in str(f)
+    )
+    keys = ["implementation", "pass", "seq", "d", "dtype"]
+    both = then.merge(now, on=keys, suffixes=("_a", "_b")).dropna(subset=["graphed_median_ms_a", "graphed_median_ms_b"])
+    both["r"] = both["graphed_median_ms_b"] / both["graphed_median_ms_a"]
+    both["apart"] = (both["graphed_ci95_high_ms_b"] < both["graphed_ci95_low_ms_a"]) | (
+        both["graphed_ci95_low_ms_b"] > both["graphed_ci95_high_ms_a"]
+    )
+    naive = both[both["implementation"] == "naive_compiled"]
+    faster = (naive["r"] < 0.95) & naive["apart"]
+    by_length = naive.groupby("seq")["r"].median()
+    assert (
+        f"within {naive['r'].min():.2f}-{naive['r'].max():.2f} of the earlier runs', {faster.sum()} of {len(naive)} "
+        f"resolved faster by more than 5%" in text
+    )
+    long = by_length.loc[[8192, 16384, 32768]]
+    assert f"falls from {by_length.loc[256]:.2f} at 256 keys to {long.min():.2f}-{long.max():.2f} at 8192-32768" in text
+    steady = both[both["implementation"].isin(["naive", "sdpa_flash"])]["r"]
+    assert f"within {steady.min():.2f}-{steady.max():.2f} of the earlier medians in the sweep" in text
+    assert ((steady - 1).abs() <= 0.05).all()
+    mine = both[both["implementation"] == "ours_triton"]
+    far = mine[(mine["r"] - 1).abs() > 0.05]
+    assert far["apart"].all() and far["seq"].max() <= 4096
+    assert (
+        f"Ours lie within {mine['r'].min():.2f}-{mine['r'].max():.2f} of the earlier medians**: {len(far)} of "
+        f"{len(mine)} more than 5% apart, every one resolved ({(far['r'] < 1).sum()} faster, {(far['r'] > 1).sum()} "
+        f"slower)" in text
+    )
+    picked = both[(both["implementation"] == "ours_triton") & (both["dtype"] == "bf16") & (both["d"] == 64)]
+    picked = picked[(picked["pass"] == "forward_backward") & (picked["seq"] == 512)].iloc[0]
+    assert picked["tiles_b"].startswith("dq 128x64 8w") and picked["tiles_a"].startswith("dq 64x32 4w")
+    assert f"and took {picked['r']:.2f} times as long" in text
+
+    study = {}
+    for d, old in zip((16, 128), earlier):
+        pair = pd.read_csv(old / f"rows/attention/compiled-d{d}.csv").merge(
+            rows[run / f"rows/attention/compiled-d{d}.csv"], on="seq", suffixes=("_a", "_b")
+        )
+        study[d] = pair[(pair["status_a"] == "ok") & (pair["status_b"] == "ok")]
+    pairs = pd.concat(study.values())
+    for name in ("forward", "backward"):
+        pairs[name] = pairs[f"{name}_median_ms_b"] / pairs[f"{name}_median_ms_a"]
+        pairs[f"{name}_faster"] = pairs[f"{name}_ci95_high_ms_b"] < pairs[f"{name}_ci95_low_ms_a"]
+    assert pairs["forward_faster"].all() and pairs["backward_faster"].sum() == len(pairs) - 1
+    assert f"every length of both jobs ({pairs['forward'].min():.2f}-{pairs['forward'].max():.2f} of the" in text
+    assert (
+        f"backward at {pairs['backward_faster'].sum()} of {len(pairs)} "
+        f"({pairs['backward'].min():.2f}-{pairs['backward'].max():.2f})" in text
+    )
+
+    assert set(now["status"]) == {"ok", "skipped"}
+    graphed = now[now["graphed_median_ms"].notna()]
+    assert f"{(graphed_halfwidth(graphed) <= 0.01).sum()} of the {len(graphed)} graphed CIs lie within 1%" in text
+
+    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_18)), 4).set_index("study")
+    assert_projection(text, full, wide, then, "17", ("flash", "attention"))

@@ -9,7 +9,8 @@ replace their earlier costs, the profile jobs are scaled by the cut of cuts/rang
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
 warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; then
 the jobs of section 12 (head-932eda2, head-d4346d8) and of section 13 (head-d3ed14d); last, the jobs
-of section 14 (head-6e3f832) and of section 16 (head-7ae2b01).
+of section 14 (head-6e3f832), of section 16 (head-7ae2b01), of section 17 (head-70a4026) and of
+section 18 (head-eeba841).
 
 Run from the project's root: job_costs.py SLICE [OUT] (OUT defaults to SLICE/job_costs.csv)."""
 
@@ -255,7 +256,9 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # measured at 7ae2b01 (head-7ae2b01/: the eight flash sweep jobs, the leaderboard and three e2e jobs
 # with an autotuned kernel's configs compiled side by side), the same way (section 16). Last, the jobs
 # measured at 70a4026 (head-70a4026/: e2e xl and 2.7B bf16-compiled, e2e small bf16-eager and the
-# flash sweep at bf16, d = 64), through the pipeline on one H200 at a time, one job at a time (section 17).
+# flash sweep at bf16, d = 64), through the pipeline on one H200 at a time, one job at a time (section 17);
+# then the jobs measured at eeba841 (head-eeba841/: the eight flash sweep jobs and two attention jobs,
+# compiled naive attention compiled for each length), the same way (section 18).
 charge_as_measured(
     costs,
     [
@@ -265,6 +268,7 @@ charge_as_measured(
         ("head-6e3f832", "head-6e3f832"),
         ("head-7ae2b01", "head-7ae2b01"),
         ("head-70a4026", "head-70a4026"),
+        ("head-eeba841", "head-eeba841"),
     ],
 )
 costs.to_csv(out, index=False)
