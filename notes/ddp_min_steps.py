@@ -11,7 +11,7 @@ pairs than a row holds would have shown. CPU only.
 
     python notes/ddp_min_steps.py
 
-Ran at: (not yet run)
+Ran at: cef7cae (this CPU), output: logs/2026-12-01-ddp_min_steps-cef7cae-cpu.txt
 """
 
 from pathlib import Path
