@@ -14,7 +14,7 @@ would have shown. CPU only.
 
     python notes/ddp_min_steps.py
 
-Ran at: (not yet run)
+Ran at: c1ca155 (this CPU), output: logs/2026-12-01-ddp_min_steps-c1ca155-cpu.txt
 """
 
 from pathlib import Path

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 H100 = Path("report/reference/h100")
-here = Path(sys.argv[1])  # the slice folder: its every-study/benchmarks hold this commit's runs
+here = Path(sys.argv[1])  # the slice folder: its one-job-each/benchmarks hold this commit's runs
 out = Path(sys.argv[2]) if len(sys.argv) > 2 else here / "job_costs.csv"
 rows = []
 
@@ -59,7 +59,8 @@ for tsv in sorted((H100 / "flash-sweep-ws/benchmarks").glob("*.tsv")):
     name = "leaderboard" if tsv.stem == "leaderboard" else f"sweep/{tsv.stem}"
     add(f"benchmarks/flash/{name}.tsv", tsv, "flash-sweep-ws")
 for tsv in sorted((H100 / "allreduce-x4/benchmarks").glob("*.tsv")):
-    add(f"benchmarks/allreduce/{tsv.name}", tsv, "allreduce-x4")
+    if tsv.stem != "nccl-n6":  # on four GPUs it wrote a skipped row ("needs 6 GPUs, 4 visible"): no cost
+        add(f"benchmarks/allreduce/{tsv.name}", tsv, "allreduce-x4")
 for tsv in sorted((H100 / "memory-ddp/benchmarks/memory").glob("*.tsv")):
     add(f"benchmarks/memory/{tsv.name}", tsv, "memory-ddp")
 for tsv in sorted((H100 / "memory-ddp/benchmarks/ddp").glob("*.tsv")):  # two ranks, before world sizes were a list
@@ -69,8 +70,8 @@ for tsv in sorted((H100 / "launch-check/benchmarks/precision").glob("*.tsv")):
     add(f"benchmarks/precision/{tsv.name}", tsv, "launch-check")
 for tsv in sorted((H100 / "batch/benchmarks").glob("*.tsv")):
     add(f"benchmarks/batch/{tsv.name}", tsv, "batch")
-for tsv in sorted((here / "every-study/benchmarks").rglob("*.tsv")):
-    add("benchmarks/" + str(tsv.relative_to(here / "every-study/benchmarks")), tsv, "this slice")
+for tsv in sorted((here / "one-job-each/benchmarks").rglob("*.tsv")):
+    add("benchmarks/" + str(tsv.relative_to(here / "one-job-each/benchmarks")), tsv, "one-job-each")
 costs = (
     pd.DataFrame(rows)
     .groupby(["job", "source"], sort=False, as_index=False)["wall_s"]
@@ -91,7 +92,7 @@ costs.loc[fp32, "source"] += f" x {cut:.3f} (cuts/e2e)"
 # The cut measured before and after (cuts/gc): capture and dropped gradients return cached blocks with
 # no full garbage collection. Its jobs ran outside the pipeline, so their wall time is the last line of
 # each job.log (/usr/bin/time). A flash sweep job saves the subset's seconds per graph, charged for
-# the graphs a full target makes (the d64 target of every-study/, for every target); a timed ladder job
+# the graphs a full target makes (the d64 target of one-job-each/, for every target); a timed ladder job
 # saves what the warm pair saved (3-new against 4-old; 1-new ran with cold compile caches). Estimates,
 # named in `source`; the checked ladder jobs are charged as measured.
 def job_wall(run: str) -> float:
@@ -106,7 +107,7 @@ def graphs(results: Path) -> int:
 pairs = [("gc/flash/1-old", "gc/flash/2-new"), ("gc/flash/3-old", "gc/flash/4-new")]
 per_graph = sum(job_wall(a) - job_wall(b) for a, b in pairs) / len(pairs) / graphs(here / "cuts/gc/flash/2-new/rows")
 saved = {
-    r"benchmarks/flash/sweep/": per_graph * graphs(here / "every-study/rows"),
+    r"benchmarks/flash/sweep/": per_graph * graphs(here / "one-job-each/rows"),
     r"benchmarks/ladder/[^/]+/ctx\d+-timed": job_wall("gc/ladder/4-old") - job_wall("gc/ladder/3-new"),
 }
 for pattern, seconds in saved.items():

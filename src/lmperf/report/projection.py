@@ -86,9 +86,9 @@ def priority(wall_s: float, gpus: int) -> int:
     Why GPUs first: a job that needs several GPUs starts only when that many are free at once. Put
     among one-GPU jobs, it waits while the GPUs it will take sit idle, or, where the scheduler fills
     each GPU as it frees, until the one-GPU jobs are done, and GPUs idle then. Started first, while
-    every GPU is free, it leaves none idle: the full grid on four GPUs is projected at 43.4 minutes
-    this way and 44.5 longest first, from the same costs, both filling GPUs as they free
-    (report/reference/one-allocation/README.md, section 15).
+    every GPU is free, it leaves none idle: with section 15's costs the full grid on four GPUs was
+    projected at 43.4 minutes this way and 44.5 longest first, both filling GPUs as they free
+    (report/reference/one-allocation/README.md).
 
     Why squared: Snakemake's default scheduler starts the set of ready jobs whose priorities sum
     highest, so a job holding g GPUs must outweigh any jobs that fill the same g GPUs with fewer
@@ -152,10 +152,13 @@ def makespan(walls: list[float], gpus: list[int], n_gpus: int, order=priority) -
 
 def summary(projected: pd.DataFrame, n_gpus: int) -> pd.DataFrame:
     """Per study: jobs, estimated jobs, GPU-minutes and the longest job; and the grid's total, with its
-    wall time on ``n_gpus`` GPUs (minutes). Jobs that need more GPUs than that are charged nothing."""
+    wall time on ``n_gpus`` GPUs (minutes). Jobs that need more GPUs than that write a skipped row:
+    they are charged nothing, so none of them counts as estimated."""
     too_many = projected["gpus"] > n_gpus
     projected = projected.assign(
-        wall_s=projected["wall_s"].where(~too_many, 0.0), gpus=projected["gpus"].where(~too_many, 0)
+        wall_s=projected["wall_s"].where(~too_many, 0.0),
+        gpus=projected["gpus"].where(~too_many, 0),
+        estimated=projected["estimated"] & ~too_many,
     )
     gpu_s = projected["wall_s"] * projected["gpus"]
     per = projected.assign(gpu_min=gpu_s / 60).groupby("study", sort=False)
