@@ -11,7 +11,7 @@ CPU only.
 
     python notes/e2e_turns.py
 
-Ran at: (not yet run)
+Ran at: 9960bd3 (this CPU), output: logs/2026-12-01-e2e_turns-9960bd3-cpu.txt
 """
 
 from pathlib import Path
