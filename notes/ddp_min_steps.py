@@ -7,24 +7,27 @@ stops once ``max_seconds`` of timing have passed, or, at the pairs where ``measu
 (n - min_steps) % max(1, n // 8) == 0), once the paired CI of the ratio (500 resamples) excludes 1
 on every rank. The rows keep every step of both, in order, but only the slowest rank's time of each,
 so this replays the rule on those, with the time passed taken as the steps' own sum (no gaps): first
-at the row's own minimum, to show where the replay reproduces the pairs the row holds, then from 10
-pairs. For each stop, the ratio and its CI over the pairs up to it (the study's final CI, against the
-row's own) and the seconds of the pairs not timed. It cannot say what more pairs than a row holds
-would have shown. CPU only.
+at the row's own minimum and time limit, to show where the replay reproduces the pairs the row holds,
+then from 10 pairs with the full grid's time limit (``config.yaml``). For each stop, the ratio and
+its CI over the pairs up to it (the study's final CI, against the row's own) and the seconds of the
+pairs not timed. It cannot say what more pairs than a row holds would have shown. CPU only.
 
     python notes/ddp_min_steps.py
 
-Ran at: c1ca155 (this CPU), output: logs/2026-12-01-ddp_min_steps-c1ca155-cpu.txt
+Ran at: (not yet run)
 """
 
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from lmperf.measure import ratio_ci, resolved
 from lmperf.measure.stats import split_ms
 
-ROOT = Path(__file__).resolve().parents[1] / "report/reference"
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "report/reference"
+GRID_SECONDS = float(yaml.safe_load((REPO / "config.yaml").read_text())["grids"]["full"]["ddp"]["max_seconds"])
 ROWS = {  # the train jobs at the grid's global batch, with their minimum steps and seconds a comparison
     "2 ranks (20 steps, 20 s)": ROOT / "one-allocation/head-6e3f832/rows/ddp/train-n2-b16.csv",
     "4 ranks (12 steps, 6 s)": ROOT / "ddp-ranks/rows/ddp/train-n4-b16.csv",
@@ -57,7 +60,7 @@ def main() -> None:
         for _, row in rows[rows["variant"] != "torch_ddp"].iterrows():
             mine, theirs = split_ms(row["step_times_ms"]), split_ms(row["anchor_step_times_ms"])
             own = stop(mine, theirs, int(row["min_steps"]), float(row["max_seconds"]))
-            at = stop(mine, theirs, MIN_STEPS, float(row["max_seconds"]))
+            at = stop(mine, theirs, MIN_STEPS, GRID_SECONDS)
             ratio, low, high = ratio_ci(mine[:at], theirs[:at])
             before, after = verdict(row["vs_anchor_ci95_low"], row["vs_anchor_ci95_high"]), verdict(low, high)
             reproduced += own == len(mine)
@@ -69,8 +72,9 @@ def main() -> None:
                 f"{at:>4} {ratio:8.3f} [{low:.3f}, {high:.3f}] {after}"
             )
         print(
-            f"replayed at the row's own minimum, the pairs it holds: {reproduced} of {len(rows) - 1}; from "
-            f"{MIN_STEPS} pairs, verdicts changed: {changed} of {len(rows) - 1}; timed seconds saved: {saved:.1f}\n"
+            f"replayed at the row's own minimum and limit, the pairs it holds: {reproduced} of {len(rows) - 1}; from "
+            f"{MIN_STEPS} pairs at {GRID_SECONDS:g} s, verdicts changed: {changed} of {len(rows) - 1}; timed seconds "
+            f"saved: {saved:.1f}\n"
         )
 
 
