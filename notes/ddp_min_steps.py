@@ -14,7 +14,7 @@ pairs not timed. It cannot say what more pairs than a row holds would have shown
 
     python notes/ddp_min_steps.py
 
-Ran at: (not yet run)
+Ran at: a2e44f9 (this CPU), output: logs/2026-12-01-ddp_min_steps-a2e44f9-cpu.txt
 """
 
 from pathlib import Path

@@ -19,7 +19,7 @@ CPU only.
 
     python notes/e2e_turns.py
 
-Ran at: (not yet run)
+Ran at: a2e44f9 (this CPU), output: logs/2026-12-01-e2e_turns-a2e44f9-cpu.txt
 """
 
 from itertools import combinations
