@@ -433,6 +433,8 @@ def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_p
     assert listed.loc["benchmarks/allreduce/nccl-n4.tsv", "gpus"] == 4
     assert listed.loc["benchmarks/allreduce/gloo-n4.tsv", "gpus"] == 0  # CPU processes
     assert listed.loc["benchmarks/ddp/train-n2-b16.tsv", "study"] == "ddp"
+    committed = pd.read_csv(SLICE / "jobs.csv").set_index("job")  # the projection's list is today's grid
+    assert listed.sort_index().equals(committed.sort_index()[listed.columns])
 
 
 def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree():
