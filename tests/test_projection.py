@@ -1032,6 +1032,17 @@ def trial_seconds(log: Path, name: str) -> list[tuple[str, int, float]]:
     return [(p, int(n), float(t)) for p, n, t in found]
 
 
+def sweep_ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Two runs' flash sweep rows side by side (suffixes _a, _b) where both were replayed: each row's
+    graphed median of b over a's (``r``), and whether their 95% CIs are apart (``apart``)."""
+    keys = ["implementation", "pass", "seq", "d", "dtype"]
+    both = a.merge(b, on=keys, suffixes=("_a", "_b")).dropna(subset=["graphed_median_ms_a", "graphed_median_ms_b"])
+    apart = (both["graphed_ci95_high_ms_b"] < both["graphed_ci95_low_ms_a"]) | (
+        both["graphed_ci95_low_ms_b"] > both["graphed_ci95_high_ms_a"]
+    )
+    return both.assign(r=both["graphed_median_ms_b"] / both["graphed_median_ms_a"], apart=apart)
+
+
 def assert_projection(text: str, full, wide, then, section: str, studies) -> None:
     """A section's bold projection sentence: the totals of ``full`` and ``wide`` (summaries by study),
     against ``then``'s as the earlier ``section`` left them, and each of ``studies`` as then → now."""
@@ -1144,20 +1155,12 @@ def test_section_16s_jobs_and_statements_are_its_files():
     e2e_within = (graphed_halfwidth(e2e_rows) <= 0.01).sum()
     assert f"{e2e_within} of the three e2e jobs' {e2e_rows['graphed_median_ms'].notna().sum()} graphed CIs" in text
 
-    def ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-        keys = ["implementation", "pass", "seq", "d", "dtype"]
-        both = a.merge(b, on=keys, suffixes=("_a", "_b")).dropna(subset=["graphed_median_ms_a", "graphed_median_ms_b"])
-        return both.assign(r=both["graphed_median_ms_b"] / both["graphed_median_ms_a"])
-
-    now, then = ratios(earlier, rows), ratios(sweep_rows("head-5cda776"), earlier)
+    now, then = sweep_ratios(earlier, rows), sweep_ratios(sweep_rows("head-5cda776"), earlier)
     others = now[now["implementation"] != "ours_triton"]["r"]
     assert f"within {others.min():.2f}-{others.max():.2f} of theirs" in text
     ours = now[now["implementation"] == "ours_triton"]
     far = ours[(ours["r"] - 1).abs() > 0.05]
-    apart = (far["graphed_ci95_high_ms_b"] < far["graphed_ci95_low_ms_a"]) | (
-        far["graphed_ci95_low_ms_b"] > far["graphed_ci95_high_ms_a"]
-    )
-    assert apart.all()
+    assert far["apart"].all()
     assert (
         f"Ours lie within {ours['r'].min():.2f}-{ours['r'].max():.2f}: {len(far)} of {len(ours)} more than 5% apart, "
         f"every one resolved ({(far['r'] < 1).sum()} faster, {(far['r'] > 1).sum()} slower)"
@@ -1330,12 +1333,7 @@ def test_section_18s_jobs_and_statements_are_its_files():
         for f in rows
         if "/sweep/" in str(f)
     )
-    keys = ["implementation", "pass", "seq", "d", "dtype"]
-    both = then.merge(now, on=keys, suffixes=("_a", "_b")).dropna(subset=["graphed_median_ms_a", "graphed_median_ms_b"])
-    both["r"] = both["graphed_median_ms_b"] / both["graphed_median_ms_a"]
-    both["apart"] = (both["graphed_ci95_high_ms_b"] < both["graphed_ci95_low_ms_a"]) | (
-        both["graphed_ci95_low_ms_b"] > both["graphed_ci95_high_ms_a"]
-    )
+    both = sweep_ratios(then, now)
     naive = both[both["implementation"] == "naive_compiled"]
     faster = (naive["r"] < 0.95) & naive["apart"]
     by_length = naive.groupby("seq")["r"].median()
