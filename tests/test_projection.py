@@ -1,6 +1,7 @@
 """What a grid will cost before it runs (lmperf.report.projection): each job charged its measured cost
 or its study's median, scheduled onto N GPUs; and the committed projection recomputed from its files."""
 
+import functools
 import heapq
 import json
 import os
@@ -9,6 +10,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +29,7 @@ SECTION_14 = "head-6e3f832"  # the run of its section 14, which replaces some ea
 SECTION_16 = "head-7ae2b01"  # the run of its section 16, which replaces some of section 14's charges
 SECTION_17 = "head-70a4026"  # the run of its section 17, which replaces some earlier charges
 SECTION_18 = "head-eeba841"  # the run of its section 18, which replaces some of section 17's charges
+SECTION_19 = "head-60b6739"  # the run of its section 19, which replaces older and estimated charges
 # The slice's runs whose jobs job_costs.py charges as measured, in its order: a later run's cost of a job
 # replaces an earlier's. (Charges it scales, such as the holds added to e2e jobs, are tested apart.)
 RUNS = (
@@ -44,6 +47,7 @@ RUNS = (
     SECTION_16,
     SECTION_17,
     SECTION_18,
+    SECTION_19,
 )
 
 
@@ -91,16 +95,18 @@ def holds(log: Path) -> list[tuple[float, str]]:
 SOURCES = {"cuts/probe/with": "cuts/probe"}  # a run's name in job_costs.csv's `source`, where not its folder
 
 
-def charged_run(job: str, run: str) -> str:
-    """The run whose cost of ``job`` job_costs.py charges: ``run``, or the last run after it that
-    measured the job again."""
-    return [r for r in RUNS[RUNS.index(run) :] if (SLICE / r / job).exists()][-1]
+def charged_run(job: str, run: str, until: str | None = None) -> str:
+    """The run whose cost of ``job`` job_costs.py charges: ``run``, or the last run after it (and
+    before the run ``until``, where given) that measured the job again."""
+    later = RUNS[RUNS.index(run) : RUNS.index(until) if until else None]
+    return [r for r in later if (SLICE / r / job).exists()][-1]
 
 
-def assert_charged(costs: pd.DataFrame, job: str, run: str) -> None:
-    """job_costs.csv charges ``job`` what ``run`` measured, unless a later run measured it again: then
-    that run's wall time; either way named by the run as its source."""
-    last = charged_run(job, run)
+def assert_charged(costs: pd.DataFrame, job: str, run: str, until: str | None = None) -> None:
+    """job_costs.csv (or the costs before the run ``until``) charges ``job`` what ``run`` measured,
+    unless a later run measured it again: then that run's wall time; either way named by the run as
+    its source."""
+    last = charged_run(job, run, until)
     assert costs.loc[job, "wall_s"] == benchmark_wall(SLICE / last / job), (job, last)
     assert costs.loc[job, "source"] == SOURCES.get(last, last), (job, last)
 
@@ -130,16 +136,22 @@ def earlier_wall(job: str, run: str) -> float:
     return benchmark_wall([r for r in earlier if (r / job).exists()][-1] / job)
 
 
+@functools.cache
+def _costs_without(runs: tuple[str, ...]) -> pd.DataFrame:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "job_costs.csv"
+        script = [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)]
+        subprocess.run([*script, "--without", *runs], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        return pd.read_csv(out)
+
+
 def costs_before(run: str | None = None) -> pd.DataFrame:
-    """job_costs.csv, or, given ``run``, as it was before that run's jobs were charged: each job that
-    it or a later run charges is charged its cost before it (``earlier_wall``: as measured, which
-    holds for every job charged by the runs of sections 14, 16, 17 and 18)."""
-    costs = pd.read_csv(SLICE / "job_costs.csv")
-    if run is not None:
-        later = [SOURCES.get(r, r) for r in RUNS[RUNS.index(run) :]]
-        for i in costs.index[costs["source"].isin(later)]:
-            costs.loc[i, "wall_s"] = earlier_wall(costs.loc[i, "job"], run)
-    return costs
+    """job_costs.csv, or, given ``run`` (one that job_costs.py charges as measured), as it was before
+    that run's jobs were charged: job_costs.py with that run and every later one left out
+    (``--without``)."""
+    if run is None:
+        return pd.read_csv(SLICE / "job_costs.csv")
+    return _costs_without(RUNS[RUNS.index(run) :]).copy()
 
 
 def committed_jobs(jobs_name: str, n_gpus: int, before: str | None = None) -> pd.DataFrame:
@@ -440,13 +452,13 @@ def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_p
 def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree():
     """cuts/e2e: the after / before wall time of the one job measured both ways is the ratio that
     job_costs.csv applies to every fp32 e2e job not measured since (two at head-a41e378, three in
-    section 12), and the
+    section 12; before section 19's run, which measured one again), and the
     README's; the two sides' naive medians agree (inside the other's CI or within 1%), as the README
     says."""
     cut = SLICE / "cuts/e2e"
     walls = [benchmark_wall(cut / side / "benchmarks/e2e/small/fp32-compiled.tsv") for side in ("after", "before")]
     ratio = walls[0] / walls[1]
-    costs = pd.read_csv(SLICE / "job_costs.csv")
+    costs = costs_before(SECTION_19)
     measured_since = costs["source"].isin(["head-a41e378", *SECTION_12])
     fp32 = costs[costs["job"].str.match(r"benchmarks/e2e/[^/]+/fp32-") & ~measured_since]
     assert len(fp32) == 5 and fp32["source"].str.contains(f"x {ratio:.3f} (cuts/e2e)", regex=False).all()
@@ -467,8 +479,8 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     cuts/probe and head-a41e378) is charged as measured, or as a later run measured it, its holds in
     its time; every other e2e job its
     last cost plus its added holds (12 points x (variants x 2 turns - 1)) at the measured cost a hold,
-    named in `source`."""
-    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    named in `source`. (As the costs were before section 19's run, which measured two e2e jobs again.)"""
+    costs = costs_before(SECTION_19).set_index("job")
     runs = {
         "head-507f3e6": SLICE / "head-507f3e6",
         "cuts/probe": SLICE / "cuts/probe/with",
@@ -478,7 +490,7 @@ def test_every_e2e_job_is_charged_the_holds_its_turns_added():
     assert len(measured) == 2 + 2 + 7
     for source, tsv in measured:
         job = "benchmarks/" + str(tsv.relative_to(runs[source] / "benchmarks"))
-        assert_charged(costs, job, next(r for r in RUNS if SOURCES.get(r, r) == source))
+        assert_charged(costs, job, next(r for r in RUNS if SOURCES.get(r, r) == source), until=SECTION_19)
     later = costs["source"].str.startswith((*SECTION_12, SECTION_13, SECTION_16, SECTION_17))  # holds in their time too
     others = costs[costs.index.str.match(r"benchmarks/e2e/") & ~costs["source"].isin(runs) & ~later]
     assert len(others) == 5
@@ -566,10 +578,11 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
     """Section 9's table is each job's benchmark and cost-split files (``other`` with ``build`` and
     ``write``); job_costs.csv charges the jobs measured at 5cda776 their wall time, except the profile
     jobs: large as cuts/ranges measured it without per-operator ranges, xl and 2.7B as measured after
-    that cut, and the others their last cost times the cut's without / with ratio, the README's."""
+    that cut, and the others their last cost times the cut's without / with ratio, the README's (as
+    the costs were before section 19's run, which measured small, medium and large again)."""
     readme = (SLICE / "README.md").read_text()
     lines = readme.splitlines()
-    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    costs = costs_before(SECTION_19).set_index("job")
     run = SLICE / "head-5cda776"
     tsvs = sorted(run.glob("benchmarks/**/*.tsv"))
     assert len(tsvs) == 9
@@ -583,7 +596,7 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
         line = table_row(lines, label)
         assert line.endswith(" | ".join(f"{v:.1f}" for v in cells) + " |"), (label, line)
         if relative.parts[0] != "profile":
-            assert_charged(costs, f"benchmarks/{relative}", "head-5cda776")
+            assert_charged(costs, f"benchmarks/{relative}", "head-5cda776", until=SECTION_19)
     walls = {
         side: float((SLICE / "cuts/ranges" / side / "time.txt").read_text().split()[0]) for side in ("with", "without")
     }
@@ -613,17 +626,15 @@ def test_section_9s_jobs_and_the_operator_ranges_cut_are_charged_as_their_files_
         f"**xl {xl:.1f} s, 2.7B {after:.1f} s** ({before:.1f} with the ranges at `5cda776`, {after / before:.3f};"
         in text
     )
-    scaled = costs.loc[["benchmarks/profile/small.tsv", "benchmarks/profile/medium.tsv"], "wall_s"].sum() / 60
-    assert f"operator-ranges cut's ratio ({scaled:.1f} GPU-minutes in all;" in text
 
 
 def test_section_11s_warmup_jobs_are_charged_their_count_5_jobs_and_its_spreads_are_the_h100_rows():
     """The ten warm-up jobs (one process timing every count), charged their processes' count-5 jobs
-    in section 11, are each charged as measured since (sections 12 and 13); and section 11's
-    within-process and across-process spreads are the H100 rows'."""
-    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
-    warmup = costs[costs.index.str.startswith("benchmarks/warmup/")]
-    assert len(warmup) == 10 and set(warmup["source"]) <= {*SECTION_12, SECTION_13}
+    in section 11, are each charged as measured since (sections 12 and 13, then section 19); and
+    section 11's within-process and across-process spreads are the H100 rows'."""
+    for costs, runs in ((costs_before(SECTION_19), {*SECTION_12, SECTION_13}), (costs_before(), {SECTION_19})):
+        warmup = costs[costs["job"].str.startswith("benchmarks/warmup/")]
+        assert len(warmup) == 10 and set(warmup["source"]) <= runs
     rows = pd.read_csv(SLICE.parent / "h100/graph-capture/warmup.csv")
     text = " ".join((SLICE / "README.md").read_text().split())
     within, across = {}, {}
@@ -1276,7 +1287,7 @@ def test_section_18s_jobs_and_statements_are_its_files():
     before, its benchmark and its cost split; the trial passes, the medians against the runs before
     and the CIs are its rows and logs; and the projection is the committed one, against section 17's."""
     costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
-    section = readme_section("## 18. ", "## What is next")
+    section = readme_section("## 18. ", "## 19. ")
     text, lines = " ".join(section.split()), section.splitlines()
     run = SLICE / SECTION_18
     walls, charged = cost_table(SECTION_18, lines, costs, lambda job: earlier_wall(job, SECTION_18))
@@ -1413,8 +1424,117 @@ def test_section_18s_jobs_and_statements_are_its_files():
     graphed = now[now["graphed_median_ms"].notna()]
     assert f"{(graphed_halfwidth(graphed) <= 0.01).sum()} of the {len(graphed)} graphed CIs lie within 1%" in text
 
-    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    full, wide = (
+        summary(project(pd.read_csv(SLICE / name), costs_before(SECTION_19)), 4).set_index("study")
+        for name in ("jobs.csv", "jobs-wide.csv")
+    )
     then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_18)), 4).set_index("study")
     assert_projection(text, full, wide, then, "17", ("flash", "attention"))
+
+
+def test_section_19s_jobs_and_statements_are_its_files():
+    """Section 19: each job of its run is charged its benchmark's wall time and tabled with its charge
+    before (job_costs.py without the run), its benchmark and its cost split; its statements are the
+    run's files against the charges before; and the projection is the committed one, against section
+    18's."""
+    costs = pd.read_csv(SLICE / "job_costs.csv").set_index("job")
+    before = costs_before(SECTION_19).set_index("job")
+    section = readme_section("## 19. ", "## What is next")
+    text, lines = " ".join(section.split()), section.splitlines()
+    run = SLICE / SECTION_19
+    walls, charged = cost_table(SECTION_19, lines, costs, lambda job: before.loc[job, "wall_s"])
+    assert len(walls) == 38
+    studies = Counter(job.split("/")[1] for job in walls)
+    assert len(studies) == 7 and f"{len(walls)} jobs of seven studies" in text
+    rows = {f: pd.read_csv(f) for f in sorted(run.glob("rows/**/*.csv"))}
+    assert {c for frame in rows.values() if "commit" in frame for c in frame["commit"]} == {"60b67397ee3c"}
+    total, total_before = sum(walls.values()), sum(charged.values())
+    assert (
+        f"The {len(walls)} jobs took {total:.1f} s, where they were charged {total_before:.1f} s.** Most of the "
+        f"{total - total_before:.1f} s more" in text
+    )
+    exits = {job: walls[job] - cost_split(run / job).sum() for job in walls}
+
+    def pair(names, value, fmt=".1f") -> str:
+        return " and ".join(f"{value(f'benchmarks/{n}.tsv'):{fmt}}" for n in names)
+
+    compiled = ("attention/compiled-d32", "attention/compiled-d64")
+    earlier = {f"benchmarks/{n}.tsv": SLICE / before.loc[f"benchmarks/{n}.tsv", "source"] for n in compiled}
+    assert set(earlier.values()) == {SLICE / "head-5cda776", SLICE / "one-job-each"}
+    assert (
+        f"at d = 32 and 64 took {pair(compiled, walls.get)} s against {pair(compiled, charged.get)} s: their warm-up "
+        f"{pair(compiled, lambda j: cost_split(run / j)['warmup'])} s against "
+        f"{pair(compiled, lambda j: cost_split(earlier[j] / j)['warmup'])} s (naive attention compiled for each "
+        f"length), their timed phases {pair(compiled, lambda j: cost_split(run / j)['timed'])} s against "
+        f"{pair(compiled, lambda j: cost_split(earlier[j] / j)['timed'])} s" in text
+    )
+    late = costs[costs.index.str.match(r"benchmarks/(attention|flash)/")]
+    assert set(late["source"]) <= {SECTION_18, SECTION_19, SECTION_16, SECTION_17}
+
+    profile = {size: f"benchmarks/profile/{size}.tsv" for size in ("small", "medium", "large")}
+    assert all(before.loc[profile[s], "source"].endswith("(cuts/ranges)") for s in ("small", "medium"))
+    assert before.loc[profile["large"], "source"] == "cuts/ranges"
+    assert (
+        f"small took {walls[profile['small']]:.1f} s where it was estimated at {charged[profile['small']]:.1f}, medium "
+        f"{walls[profile['medium']]:.1f} s where it was estimated at {charged[profile['medium']]:.1f}; large took "
+        f"{walls[profile['large']]:.1f} s against {charged[profile['large']]:.1f} s measured at `cuts/ranges`" in text
+    )
+    nsys = ", ".join(f"{cost_split(run / profile[s])['profile']:.1f}" for s in ("small", "medium"))
+    assert f"is {nsys} and {cost_split(run / profile['large'])['profile']:.1f} s of it" in text
+
+    batch, h100 = "benchmarks/batch/2.7B.tsv", pd.read_csv(SLICE.parent / "h100/batch/batch.csv")
+    assert before.loc[batch, "source"] == "batch"
+    for frame, fit, out in ((rows[run / "rows/batch/2.7B.csv"], 32, 64), (h100[h100["size"] == "2.7B"], 8, 16)):
+        assert frame.loc[frame["status"] == "ok", "batch_size"].max() == fit
+        assert frame.loc[frame["status"] == "oom", "batch_size"].min() == out
+    assert f"it took {walls[batch]:.1f} s against the H100's {charged[batch]:.1f}," in text
+    small = "benchmarks/batch/small.tsv"
+    assert f"Small took {walls[small]:.1f} s against {charged[small]:.1f}." in text
     cost = " ".join(readme_section("## 3. ", "## 4. ").split())
-    assert f"took {added[0]:.1f} (d = 128) and {added[1]:.1f} s (d = 16) more (section 18)" in cost
+    assert f"took {walls[batch]:.1f} s where the H100's took {charged[batch]:.1f} (section 19)" in cost
+
+    def sums(study: str) -> str:
+        jobs = [j for j in walls if j.startswith(f"benchmarks/{study}/")]
+        return f"{len(jobs)} {study}", f"{sum(walls[j] for j in jobs):.1f}", f"{sum(charged[j] for j in jobs):.1f}"
+
+    memory, warmup, precision = sums("memory"), sums("warmup"), sums("precision")
+    assert f"the {memory[0]} jobs {memory[1]} s against {memory[2]}" in text
+    assert f"the {warmup[0].replace('warmup', 'warm-up')} jobs {warmup[1]} against {warmup[2]}" in text
+    assert f"the {precision[0]} jobs {precision[1]} against {precision[2]}" in text
+    e2e = [f"benchmarks/e2e/{n}.tsv" for n in ("medium/bf16-eager", "small/fp32-eager")]
+    assert (
+        f"e2e medium bf16-eager {walls[e2e[0]]:.1f} against {charged[e2e[0]]:.1f} "
+        f"and small fp32-eager {walls[e2e[1]]:.1f} against {charged[e2e[1]]:.1f}" in text
+    )
+
+    held = [exits[f"benchmarks/{n}.tsv"] for n in compiled]
+    eager = [exits[j] for j in walls if "/attention/eager-" in j]
+    others = [exits[j] for j in walls if "/attention/" not in j]
+    then = [
+        benchmark_wall(t) - cost_split(t).sum() for t in sorted((SLICE / SECTION_18).glob("benchmarks/attention/*.tsv"))
+    ]
+    assert (
+        f"hold their GPU {min(held):.1f}-{max(held):.1f} s after their rows are written** (the `exit` column; "
+        f"{min(then):.1f}-{max(then):.1f} s in section 18), where its eager jobs take "
+        f"{min(eager):.1f}-{max(eager):.1f} s and every other job of this run {max(others):.1f} s at most" in text
+    )
+    assert min(held) > 5 * max(others)
+    nxt = " ".join(readme_section("## What is next", "- **The 2.7B ladder point on").split())
+    assert f"(section 19): {sum(held) + sum(then):.0f} s of the grid in its four compiled jobs" in nxt
+
+    statuses = pd.concat(frame.assign(study=f.parent.name) for f, frame in rows.items() if "status" in frame)
+    assert set(statuses["status"]) == {"ok", "oom"}
+    assert set(statuses.loc[statuses["status"] == "oom", "study"]) == {"attention", "batch"}
+    graphed = pd.concat(
+        frame[frame["graphed_median_ms"].notna()] for frame in rows.values() if "graphed_median_ms" in frame
+    )
+    assert (graphed_halfwidth(graphed) <= 0.01).all()
+    assert f"the {len(graphed)} graphed CIs (e2e and batch) all lie within 1%" in text
+
+    full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
+    then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_19)), 4).set_index("study")
+    assert_projection(text, full, wide, then, "18", ("attention", "batch", "profile"))
+    one_gpu = pd.read_csv(SLICE / "jobs.csv").merge(costs.reset_index(), on="job")
+    one_gpu = one_gpu[one_gpu["gpus"] == 1]
+    unmeasured = one_gpu[~one_gpu["source"].str.startswith("head-") | one_gpu["source"].str.contains("lower bound")]
+    assert set(unmeasured["job"]) == {"benchmarks/ladder/2.7B/ctx1024.tsv", "benchmarks/ladder/2.7B/ctx1024-timed.tsv"}

@@ -9,20 +9,26 @@ replace their earlier costs, the profile jobs are scaled by the cut of cuts/rang
 the jobs measured after holds began to end on the power probe (cuts/probe, head-a41e378), and the
 warm-up jobs, one process per (mode, process) since section 11, charged their count-5 jobs; then
 the jobs of section 12 (head-932eda2, head-d4346d8) and of section 13 (head-d3ed14d); last, the jobs
-of section 14 (head-6e3f832), of section 16 (head-7ae2b01), of section 17 (head-70a4026) and of
-section 18 (head-eeba841).
+of section 14 (head-6e3f832), of section 16 (head-7ae2b01), of section 17 (head-70a4026), of
+section 18 (head-eeba841) and of section 19 (head-60b6739).
 
-Run from the project's root: job_costs.py SLICE [OUT] (OUT defaults to SLICE/job_costs.csv)."""
+Run from the project's root: job_costs.py SLICE [OUT] [--without RUN ...] (OUT defaults to
+SLICE/job_costs.csv). --without leaves out the runs named (folders of SLICE charged as measured, last
+below): the costs as they were before their jobs were charged, which a README section compares with."""
 
+import argparse
 import re
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 H100 = Path("report/reference/h100")
-here = Path(sys.argv[1])  # the slice folder: its one-job-each/benchmarks hold this commit's runs
-out = Path(sys.argv[2]) if len(sys.argv) > 2 else here / "job_costs.csv"
+parser = argparse.ArgumentParser()
+parser.add_argument("slice", type=Path)  # the slice folder: its one-job-each/benchmarks hold this commit's runs
+parser.add_argument("out", type=Path, nargs="?")
+parser.add_argument("--without", nargs="+", default=[])
+args = parser.parse_args()
+here, out = args.slice, args.out or args.slice / "job_costs.csv"
 rows = []
 
 
@@ -35,8 +41,11 @@ def add(job, tsv, source):
 
 
 def charge_as_measured(costs, runs):
-    """Each job of each (run, source) in ``runs`` charged its measured wall time, named by its source."""
+    """Each job of each (run, source) in ``runs`` charged its measured wall time, named by its source
+    (but the runs --without names)."""
     for run, source in runs:
+        if run in args.without:
+            continue
         for tsv in sorted((here / run / "benchmarks").rglob("*.tsv")):
             job = costs["job"] == "benchmarks/" + str(tsv.relative_to(here / run / "benchmarks"))
             costs.loc[job, ["wall_s", "source"]] = wall(tsv), source
@@ -259,7 +268,9 @@ costs = pd.concat([costs[per_count[0].isna()], one_process], ignore_index=True)
 # measured at 70a4026 (head-70a4026/: e2e xl and 2.7B bf16-compiled, e2e small bf16-eager and the
 # flash sweep at bf16, d = 64), through the pipeline on one H200 at a time, one job at a time (section 17);
 # then the jobs measured at eeba841 (head-eeba841/: the eight flash sweep jobs and two attention jobs,
-# compiled naive attention compiled for each length), the same way (section 18).
+# compiled naive attention compiled for each length), the same way (section 18); last, the jobs measured
+# at 60b6739 (head-60b6739/: the attention, profile, memory, precision, batch and warm-up jobs charged
+# from older commits or scaled, and two e2e jobs), the same way (section 19).
 charge_as_measured(
     costs,
     [
@@ -270,6 +281,7 @@ charge_as_measured(
         ("head-7ae2b01", "head-7ae2b01"),
         ("head-70a4026", "head-70a4026"),
         ("head-eeba841", "head-eeba841"),
+        ("head-60b6739", "head-60b6739"),
     ],
 )
 costs.to_csv(out, index=False)
