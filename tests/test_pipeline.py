@@ -256,6 +256,9 @@ def test_slurm_profiles_request_gpus_only_where_jobs_use_them(tmp_path):
             assert resources.get("gpu", "0") == "0", job["rule"]  # CPU-only: reductions, figures, precision
         else:
             assert job["benchmark"], job["rule"]
+            # a job's target is its benchmark file's path under results/ (docs/running.md: re-measuring jobs)
+            target = "results/" + job["benchmark"].removeprefix("benchmarks/").removesuffix(".tsv") + ".csv"
+            assert target in job["output"].split(", "), (target, job["output"])
             assert resources["gpu"] == (ranks.group(1) if ranks else "1"), job["rule"]
             assert resources["gpu_model"] == "h100" and resources["tasks"] == "1" and resources["tasks_per_gpu"] == "0"
             assert resources["runtime"] == str(declared[job["rule"]]["runtime"]), job["rule"]
