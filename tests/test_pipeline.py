@@ -26,6 +26,7 @@ from conftest import (
 )
 from lmperf.registry import STUDIES, rule_resources
 from lmperf.report import memory_figures
+from lmperf.report.projection import target
 
 pytestmark = pytest.mark.slow
 
@@ -250,15 +251,14 @@ def test_slurm_profiles_request_gpus_only_where_jobs_use_them(tmp_path):
     declared = rule_resources()  # each measuring rule's requests, from the studies' declarations
     for job in jobs:
         resources = dict(r.split("=", 1) for r in job["resources"].split(", "))
+        if job["benchmark"]:  # a job's target is its benchmark file's path under results/ (projection targets)
+            assert target(job["benchmark"]) in job["output"].split(", "), job
         gloo = job["rule"] == "allreduce" and "/gloo-" in job["output"]
         ranks = re.search(r"--ranks (\d+)", job["shell"])
         if gloo or not (ranks or declared.get(job["rule"], {}).get("gpu")):
             assert resources.get("gpu", "0") == "0", job["rule"]  # CPU-only: reductions, figures, precision
         else:
             assert job["benchmark"], job["rule"]
-            # a job's target is its benchmark file's path under results/ (docs/running.md: re-measuring jobs)
-            target = "results/" + job["benchmark"].removeprefix("benchmarks/").removesuffix(".tsv") + ".csv"
-            assert target in job["output"].split(", "), (target, job["output"])
             assert resources["gpu"] == (ranks.group(1) if ranks else "1"), job["rule"]
             assert resources["gpu_model"] == "h100" and resources["tasks"] == "1" and resources["tasks_per_gpu"] == "0"
             assert resources["runtime"] == str(declared[job["rule"]]["runtime"]), job["rule"]

@@ -4,6 +4,7 @@ or its study's median, scheduled onto N GPUs; and the committed projection recom
 import functools
 import heapq
 import json
+import math
 import os
 import re
 import shutil
@@ -20,7 +21,18 @@ import pytest
 from conftest import ROOT, copy_pipeline, dry_run_jobs, snakemake
 from lmperf import grid
 from lmperf.measure.stats import split_ms
-from lmperf.report.projection import job_list, kind, makespan, priorities, priority, project, summary
+from lmperf.report.projection import (
+    fill_slice_pairs,
+    job_list,
+    kind,
+    main,
+    makespan,
+    priorities,
+    priority,
+    project,
+    summary,
+    target,
+)
 
 SLICE = ROOT / "report" / "reference" / "one-allocation"
 SECTION_12 = ("head-932eda2", "head-d4346d8")  # the runs of the README's section 12
@@ -141,7 +153,8 @@ def _costs_without(runs: tuple[str, ...]) -> pd.DataFrame:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "job_costs.csv"
         script = [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)]
-        subprocess.run([*script, "--without", *runs], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        without = [arg for run in runs for arg in ("--without", run)]
+        subprocess.run([*script, *without], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         return pd.read_csv(out)
 
 
@@ -447,6 +460,24 @@ def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_p
     assert listed.loc["benchmarks/ddp/train-n2-b16.tsv", "study"] == "ddp"
     committed = pd.read_csv(SLICE / "jobs.csv").set_index("job")  # the projection's list is today's grid
     assert listed.sort_index().equals(committed.sort_index()[listed.columns])
+    order = list(listed.index)  # a ladder point's checks wait for its timed job: listed after it (fill-slice's order)
+    timed = [job for job in order if job.endswith("-timed.tsv")]
+    assert timed and all(order.index(job) < order.index(job.replace("-timed", "")) for job in timed)
+
+
+def test_fill_slice_pairs_are_the_grids_jobs_in_its_order_charged_their_cost(capsys):
+    """`projection targets` prints each job of the list as scripts/fill-slice takes it: its result,
+    then its charged wall time rounded up, in the list's order."""
+    main(["targets", "--jobs", str(SLICE / "jobs.csv"), "--costs", str(SLICE / "job_costs.csv")])
+    pairs = capsys.readouterr().out.split()
+    projected = project(pd.read_csv(SLICE / "jobs.csv"), pd.read_csv(SLICE / "job_costs.csv"))
+    assert pairs == fill_slice_pairs(projected) and len(pairs) == len(projected) == 84
+    assert all(re.fullmatch(r"[^:]+:[0-9]+", pair) for pair in pairs)  # fill-slice's own check
+    assert pairs[0] == f"{target(projected['job'].iloc[0])}:{math.ceil(projected['wall_s'].iloc[0])}"
+    assert target("benchmarks/ladder/2.7B/ctx1024-timed.tsv") == "results/ladder/2.7B/ctx1024-timed.csv"
+    assert "results/ladder/2.7B/ctx1024-timed.csv:540" in pairs  # charged as measured (a lower bound)
+    estimated = projected[projected["estimated"]]
+    assert f"{target(estimated['job'].iloc[0])}:{math.ceil(estimated['wall_s'].iloc[0])}" in pairs
 
 
 def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree():
@@ -1444,21 +1475,24 @@ def test_section_19s_jobs_and_statements_are_its_files():
     run = SLICE / SECTION_19
     walls, charged = cost_table(SECTION_19, lines, costs, lambda job: before.loc[job, "wall_s"])
     assert len(walls) == 38
-    studies = Counter(job.split("/")[1] for job in walls)
-    assert len(studies) == 7 and f"{len(walls)} jobs of seven studies" in text
+    assert len({job.split("/")[1] for job in walls}) == 7 and f"{len(walls)} jobs of seven studies" in text
     rows = {f: pd.read_csv(f) for f in sorted(run.glob("rows/**/*.csv"))}
     assert {c for frame in rows.values() if "commit" in frame for c in frame["commit"]} == {"60b67397ee3c"}
     total, total_before = sum(walls.values()), sum(charged.values())
+    more = {job: walls[job] - charged[job] for job in walls}
+    compiled = ("attention/compiled-d32", "attention/compiled-d64")
+    big = [f"benchmarks/{n}.tsv" for n in compiled] + ["benchmarks/batch/2.7B.tsv"]
+    rest = sum(v for job, v in more.items() if job not in big)
     assert (
-        f"The {len(walls)} jobs took {total:.1f} s, where they were charged {total_before:.1f} s.** Most of the "
-        f"{total - total_before:.1f} s more" in text
+        f"The {len(walls)} jobs took {total:.1f} s, where they were charged {total_before:.1f} s:** the attention "
+        f"study's two compiled jobs {more[big[0]] + more[big[1]]:.1f} s more, the batch study's 2.7B job "
+        f"{more[big[2]]:.1f} s more, the other {len(walls) - 3} jobs {-rest:.1f} s less" in text
     )
     exits = {job: walls[job] - cost_split(run / job).sum() for job in walls}
 
-    def pair(names, value, fmt=".1f") -> str:
-        return " and ".join(f"{value(f'benchmarks/{n}.tsv'):{fmt}}" for n in names)
+    def pair(names, value) -> str:
+        return " and ".join(f"{value(f'benchmarks/{n}.tsv'):.1f}" for n in names)
 
-    compiled = ("attention/compiled-d32", "attention/compiled-d64")
     earlier = {f"benchmarks/{n}.tsv": SLICE / before.loc[f"benchmarks/{n}.tsv", "source"] for n in compiled}
     assert set(earlier.values()) == {SLICE / "head-5cda776", SLICE / "one-job-each"}
     assert (
@@ -1468,8 +1502,8 @@ def test_section_19s_jobs_and_statements_are_its_files():
         f"length), their timed phases {pair(compiled, lambda j: cost_split(run / j)['timed'])} s against "
         f"{pair(compiled, lambda j: cost_split(earlier[j] / j)['timed'])} s" in text
     )
-    late = costs[costs.index.str.match(r"benchmarks/(attention|flash)/")]
-    assert set(late["source"]) <= {SECTION_18, SECTION_19, SECTION_16, SECTION_17}
+    late = costs[costs.index.str.match(r"benchmarks/(attention|flash/sweep)/")]
+    assert set(late["source"]) <= {SECTION_18, SECTION_19}
 
     profile = {size: f"benchmarks/profile/{size}.tsv" for size in ("small", "medium", "large")}
     assert all(before.loc[profile[s], "source"].endswith("(cuts/ranges)") for s in ("small", "medium"))
@@ -1487,13 +1521,16 @@ def test_section_19s_jobs_and_statements_are_its_files():
     for frame, fit, out in ((rows[run / "rows/batch/2.7B.csv"], 32, 64), (h100[h100["size"] == "2.7B"], 8, 16)):
         assert frame.loc[frame["status"] == "ok", "batch_size"].max() == fit
         assert frame.loc[frame["status"] == "oom", "batch_size"].min() == out
-    assert f"it took {walls[batch]:.1f} s against the H100's {charged[batch]:.1f}," in text
+    assert f"it took {walls[batch]:.1f} s against {charged[batch]:.1f} on an H100 at `1cae734`," in text
+    assert set(h100["commit"].astype(str).str[:7]) == {"1cae734"}
     small = "benchmarks/batch/small.tsv"
     assert f"Small took {walls[small]:.1f} s against {charged[small]:.1f}." in text
     cost = " ".join(readme_section("## 3. ", "## 4. ").split())
-    assert f"took {walls[batch]:.1f} s where the H100's took {charged[batch]:.1f} (section 19)" in cost
+    assert (
+        f"took {walls[batch]:.1f} s where the H100's took {charged[batch]:.1f} at an older commit (section 19)" in cost
+    )
 
-    def sums(study: str) -> str:
+    def sums(study: str) -> tuple[str, str, str]:
         jobs = [j for j in walls if j.startswith(f"benchmarks/{study}/")]
         return f"{len(jobs)} {study}", f"{sum(walls[j] for j in jobs):.1f}", f"{sum(charged[j] for j in jobs):.1f}"
 
@@ -1520,21 +1557,51 @@ def test_section_19s_jobs_and_statements_are_its_files():
     )
     assert min(held) > 5 * max(others)
     nxt = " ".join(readme_section("## What is next", "- **The 2.7B ladder point on").split())
-    assert f"(section 19): {sum(held) + sum(then):.0f} s of the grid in its four compiled jobs" in nxt
+    assert (
+        f"jobs' {min(then):.1f}-{max(held):.1f} s after their write** (sections 18 and 19): "
+        f"{sum(held) + sum(then):.0f} s of the grid in its four compiled jobs" in nxt
+    )
 
-    statuses = pd.concat(frame.assign(study=f.parent.name) for f, frame in rows.items() if "status" in frame)
+    statuses = pd.concat(
+        frame.assign(study=f.relative_to(run / "rows").parts[0]) for f, frame in rows.items() if "status" in frame
+    )
     assert set(statuses["status"]) == {"ok", "oom"}
-    assert set(statuses.loc[statuses["status"] == "oom", "study"]) == {"attention", "batch"}
+    oom = statuses[statuses["status"] == "oom"]
+    assert set(oom["study"]) == {"attention", "batch"} and set(oom["batch_size"].dropna()) == {64}
+    attention = oom[oom["study"] == "attention"]
+    assert set(attention.loc[attention["compile"] == "eager", "seq"]) == {32768, 65536}
+    assert set(attention.loc[attention["compile"] == "compiled", "seq"]) == {65536}
+    assert "(32768 keys and more, eager; 65536, compiled) or of the batch study (batch 64)" in text
     graphed = pd.concat(
         frame[frame["graphed_median_ms"].notna()] for frame in rows.values() if "graphed_median_ms" in frame
     )
     assert (graphed_halfwidth(graphed) <= 0.01).all()
+    assert {f.relative_to(run / "rows").parts[0] for f, frame in rows.items() if "graphed_median_ms" in frame} == {
+        "e2e",
+        "batch",
+    }
     assert f"the {len(graphed)} graphed CIs (e2e and batch) all lie within 1%" in text
 
     full, wide = (pd.read_csv(SLICE / f"projection{n}.csv").set_index("study") for n in ("", "-wide"))
     then = summary(project(pd.read_csv(SLICE / "jobs.csv"), costs_before(SECTION_19)), 4).set_index("study")
-    assert_projection(text, full, wide, then, "18", ("attention", "batch", "profile"))
+    changed = [s for s in full.index[:-1] if f"{full.loc[s, 'gpu_min']:.1f}" != f"{then.loc[s, 'gpu_min']:.1f}"]
+    assert set(changed) == {"attention", "batch", "profile", "e2e", "precision"}
+    assert_projection(text, full, wide, then, "18", changed)
     one_gpu = pd.read_csv(SLICE / "jobs.csv").merge(costs.reset_index(), on="job")
     one_gpu = one_gpu[one_gpu["gpus"] == 1]
-    unmeasured = one_gpu[~one_gpu["source"].str.startswith("head-") | one_gpu["source"].str.contains("lower bound")]
+    split = [
+        (SLICE / source / job).with_suffix(".cost.csv").exists()
+        for job, source in zip(one_gpu["job"], one_gpu["source"])
+    ]
+    unmeasured = one_gpu[~pd.Series(split, index=one_gpu.index) | one_gpu["source"].str.contains("lower bound")]
     assert set(unmeasured["job"]) == {"benchmarks/ladder/2.7B/ctx1024.tsv", "benchmarks/ladder/2.7B/ctx1024-timed.tsv"}
+
+
+def test_job_costs_refuses_a_run_it_does_not_charge_by_name(tmp_path):
+    """--without names a run charged as measured; any other name is an error that names it, and no
+    costs are written."""
+    out = tmp_path / "job_costs.csv"
+    script = [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)]
+    proc = subprocess.run([*script, "--without", "head-0000000"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "--without head-0000000: not a run charged as measured" in proc.stderr
+    assert not out.exists()

@@ -34,24 +34,25 @@ def fresh_checkout(dest: Path) -> Path:
 
 
 def script(
-    name: str, workdir: Path, state: Path, seconds: float, *args: str, hold: str = ""
+    name: str, workdir: Path, state: Path, seconds: float, *args: str, hold: str = "", cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
-    """scripts/NAME STATE SECONDS on the smoke grid, with this interpreter's snakemake on the PATH; the job
-    writing ``hold`` (if given) waits until the slice is cut."""
+    """scripts/NAME STATE SECONDS on the smoke grid, with this interpreter's snakemake on the PATH, run
+    from ``cwd`` (the checkout where not given); the job writing ``hold`` (if given) waits until the
+    slice is cut."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if hold:
         env.update(job_holder(hold, workdir.parent / f"{workdir.name}-held"))
-    cmd = [f"scripts/{name}", str(state), str(seconds), "--config", "grid=smoke", "--", *args]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
+    cmd = [str(workdir / "scripts" / name), str(state), str(seconds), "--config", "grid=smoke", "--", *args]
+    return subprocess.run(cmd, cwd=cwd or workdir, capture_output=True, text=True, timeout=900, env=env)
 
 
 def run_slice(workdir: Path, state: Path, seconds: float, *targets: str, hold: str = "") -> subprocess.CompletedProcess:
     return script("run-slice", workdir, state, seconds, *targets, hold=hold)
 
 
-def fill_slice(workdir: Path, state: Path, seconds: int, *pairs: str) -> subprocess.CompletedProcess:
-    return script("fill-slice", workdir, state, seconds, *pairs)
+def fill_slice(workdir: Path, state: Path, seconds: int, *pairs: str, cwd: Path | None = None):
+    return script("fill-slice", workdir, state, seconds, *pairs, cwd=cwd)
 
 
 def ran(proc: subprocess.CompletedProcess) -> list[str]:
@@ -123,12 +124,13 @@ def tarred_mtime(state: Path, member: str) -> float:
 
 def test_a_filled_slice_starts_only_the_targets_whose_expected_cost_fits(tmp_path):
     """scripts/fill-slice leaves a target that would not finish for the next allocation instead of
-    starting it (its work would be lost), says so, and asks for another slice; the next one runs it."""
+    starting it (its work would be lost), says so, and asks for another slice; the next one runs it,
+    its STATE given relative to where it is called from, outside the checkout."""
     state = tmp_path / "state.tgz"
     first = fill_slice(fresh_checkout(tmp_path / "a"), state, 600, f"{FIRST}:60", f"{SECOND}:100000")
     assert first.returncode == MORE, first.stdout[-3000:] + first.stderr[-3000:]
     assert ran(first) == [FIRST] and f"left for the next allocation: {SECOND}" in first.stdout
 
-    last = fill_slice(fresh_checkout(tmp_path / "b"), state, 600, f"{FIRST},{SECOND}:60")
+    last = fill_slice(fresh_checkout(tmp_path / "b"), Path("state.tgz"), 600, f"{FIRST},{SECOND}:60", cwd=tmp_path)
     assert last.returncode == DONE, last.stdout[-3000:] + last.stderr[-3000:]
     assert ran(last) == [SECOND]

@@ -12,9 +12,11 @@ the jobs of section 12 (head-932eda2, head-d4346d8) and of section 13 (head-d3ed
 of section 14 (head-6e3f832), of section 16 (head-7ae2b01), of section 17 (head-70a4026), of
 section 18 (head-eeba841) and of section 19 (head-60b6739).
 
-Run from the project's root: job_costs.py SLICE [OUT] [--without RUN ...] (OUT defaults to
-SLICE/job_costs.csv). --without leaves out the runs named (folders of SLICE charged as measured, last
-below): the costs as they were before their jobs were charged, which a README section compares with."""
+Run from the project's root: job_costs.py SLICE [OUT] [--without RUN] ... (OUT defaults to
+SLICE/job_costs.csv). Each --without leaves out one run that is charged as measured (a folder of
+SLICE named in a charge_as_measured call below; any other name is an error). Leaving out the last
+run, or the last few, gives the costs as they were before it, which its README section compares with:
+job_costs.py SLICE /tmp/before.csv --without head-60b6739."""
 
 import argparse
 import re
@@ -26,10 +28,11 @@ H100 = Path("report/reference/h100")
 parser = argparse.ArgumentParser()
 parser.add_argument("slice", type=Path)  # the slice folder: its one-job-each/benchmarks hold this commit's runs
 parser.add_argument("out", type=Path, nargs="?")
-parser.add_argument("--without", nargs="+", default=[])
+parser.add_argument("--without", action="append", default=[], metavar="RUN")
 args = parser.parse_args()
 here, out = args.slice, args.out or args.slice / "job_costs.csv"
 rows = []
+charged_runs = set()  # the runs charge_as_measured saw: --without may name only these
 
 
 def wall(tsv):
@@ -44,6 +47,7 @@ def charge_as_measured(costs, runs):
     """Each job of each (run, source) in ``runs`` charged its measured wall time, named by its source
     (but the runs --without names)."""
     for run, source in runs:
+        charged_runs.add(run)
         if run in args.without:
             continue
         for tsv in sorted((here / run / "benchmarks").rglob("*.tsv")):
@@ -284,5 +288,8 @@ charge_as_measured(
         ("head-60b6739", "head-60b6739"),
     ],
 )
+unknown = sorted(set(args.without) - charged_runs)
+if unknown:
+    parser.error(f"--without {', '.join(unknown)}: not a run charged as measured ({', '.join(sorted(charged_runs))})")
 costs.to_csv(out, index=False)
 print(costs.groupby("source").agg(jobs=("job", "size"), minutes=("wall_s", lambda s: s.sum() / 60)))

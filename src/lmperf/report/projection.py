@@ -3,6 +3,8 @@
     snakemake --cores 1 --config grid=full device=cuda -- results/jobs.csv   # the grid's measuring jobs
     python -m lmperf.report.projection project --jobs results/jobs.csv --gpus 4 \
         --costs report/reference/one-allocation/job_costs.csv --out results/projection.csv
+    python -m lmperf.report.projection targets --jobs results/jobs.csv \
+        --costs report/reference/one-allocation/job_costs.csv   # TARGET:SECONDS for scripts/fill-slice
 
 ``results/jobs.csv`` lists every measuring job of the grid in force: its benchmark file (the job's
 name), study and the GPUs it holds. ``--costs`` are job costs already measured, in the format of
@@ -28,6 +30,7 @@ worse.
 import argparse
 import heapq
 import logging
+import math
 import re
 from pathlib import Path
 
@@ -49,6 +52,19 @@ def job_list(benchmarks: list[str], gpus: list[int]) -> pd.DataFrame:
     if len(benchmarks) != len(gpus):
         raise ValueError(f"{len(benchmarks)} benchmark files but {len(gpus)} GPU counts")
     return pd.DataFrame({"job": benchmarks, "study": [study_of(path) for path in benchmarks], "gpus": gpus})
+
+
+def target(benchmark: str) -> str:
+    """The result a job makes: its benchmark file's path under results/, as a .csv
+    (benchmarks/e2e/xl/bf16-eager.tsv -> results/e2e/xl/bf16-eager.csv)."""
+    return "results/" + benchmark.split("benchmarks/", 1)[-1].removesuffix(".tsv") + ".csv"
+
+
+def fill_slice_pairs(projected: pd.DataFrame) -> list[str]:
+    """Each job as scripts/fill-slice takes it, TARGET:SECONDS (its charged wall time, rounded up), in
+    the job list's order, which is the pipeline's: a ladder point's timed job before its checks, which
+    wait for it."""
+    return [f"{target(job)}:{math.ceil(wall)}" for job, wall in zip(projected["job"], projected["wall_s"])]
 
 
 def kind(job: str) -> str:
@@ -194,7 +210,14 @@ def main(argv=None) -> None:
     projecting.add_argument("--costs", nargs="+", required=True, help="measured job costs (lmperf.report.cost CSVs)")
     projecting.add_argument("--gpus", type=int, required=True, help="GPUs of the machine to project onto")
     projecting.add_argument("--out", required=True, help="the per-study table, and the total with its wall time")
+    pairing = sub.add_parser("targets", help="print each job as scripts/fill-slice takes it, TARGET:SECONDS")
+    pairing.add_argument("--jobs", required=True, help="the grid's job list (results/jobs.csv)")
+    pairing.add_argument("--costs", nargs="+", required=True, help="measured job costs (lmperf.report.cost CSVs)")
     args = p.parse_args(argv)
+    if args.command == "targets":
+        costs = pd.concat([pd.read_csv(path) for path in args.costs], ignore_index=True)
+        print(" ".join(fill_slice_pairs(project(pd.read_csv(args.jobs), costs))))
+        return
     from lmperf.measure.rows import write_csv_atomic  # here, not above: importing lmperf.measure imports torch
 
     if args.command == "jobs":
