@@ -460,24 +460,29 @@ def test_the_jobs_rule_lists_every_measuring_job_of_the_grid_with_its_gpus(tmp_p
     assert listed.loc["benchmarks/ddp/train-n2-b16.tsv", "study"] == "ddp"
     committed = pd.read_csv(SLICE / "jobs.csv").set_index("job")  # the projection's list is today's grid
     assert listed.sort_index().equals(committed.sort_index()[listed.columns])
-    order = list(listed.index)  # a ladder point's checks wait for its timed job: listed after it (fill-slice's order)
-    timed = [job for job in order if job.endswith("-timed.tsv")]
-    assert timed and all(order.index(job) < order.index(job.replace("-timed", "")) for job in timed)
 
 
-def test_fill_slice_pairs_are_the_grids_jobs_in_its_order_charged_their_cost(capsys):
-    """`projection targets` prints each job of the list as scripts/fill-slice takes it: its result,
-    then its charged wall time rounded up, in the list's order."""
+def test_fill_slice_pairs_are_the_grids_jobs_charged_their_cost(capsys):
+    """`projection targets` prints the jobs of the list as scripts/fill-slice takes them: each job's
+    result and its charged wall time rounded up, a ladder point's checks in one pair with the timed job
+    they wait for, and with --gpus only the jobs that fit."""
     main(["targets", "--jobs", str(SLICE / "jobs.csv"), "--costs", str(SLICE / "job_costs.csv")])
     pairs = capsys.readouterr().out.split()
-    projected = project(pd.read_csv(SLICE / "jobs.csv"), pd.read_csv(SLICE / "job_costs.csv"))
-    assert pairs == fill_slice_pairs(projected) and len(pairs) == len(projected) == 84
     assert all(re.fullmatch(r"[^:]+:[0-9]+", pair) for pair in pairs)  # fill-slice's own check
-    assert pairs[0] == f"{target(projected['job'].iloc[0])}:{math.ceil(projected['wall_s'].iloc[0])}"
-    assert target("benchmarks/ladder/2.7B/ctx1024-timed.tsv") == "results/ladder/2.7B/ctx1024-timed.csv"
-    assert "results/ladder/2.7B/ctx1024-timed.csv:540" in pairs  # charged as measured (a lower bound)
-    estimated = projected[projected["estimated"]]
-    assert f"{target(estimated['job'].iloc[0])}:{math.ceil(estimated['wall_s'].iloc[0])}" in pairs
+    charged = project(pd.read_csv(SLICE / "jobs.csv"), pd.read_csv(SLICE / "job_costs.csv")).set_index("job")
+    listed = [t for pair in pairs for t in pair.split(":")[0].split(",")]
+    assert sorted(listed) == sorted(target(job) for job in charged.index)  # every job once
+    for pair in pairs:
+        targets, seconds = pair.split(":")
+        jobs = ["benchmarks/" + t.removeprefix("results/").removesuffix(".csv") + ".tsv" for t in targets.split(",")]
+        assert int(seconds) == math.ceil(charged.loc[jobs, "wall_s"].sum()), pair
+        assert len(jobs) == 1 or (jobs[0].endswith("-timed.tsv") and jobs[1] == jobs[0].replace("-timed", ""))
+    checks, timed = "benchmarks/ladder/2.7B/ctx1024.tsv", "benchmarks/ladder/2.7B/ctx1024-timed.tsv"
+    assert target(timed) == "results/ladder/2.7B/ctx1024-timed.csv"
+    assert f"{target(timed)},{target(checks)}:{math.ceil(charged.loc[[timed, checks], 'wall_s'].sum())}" in pairs
+    assert sum("," in pair for pair in pairs) == 4  # the four ladder points
+    one = fill_slice_pairs(charged.reset_index(), n_gpus=1)
+    assert len(one) == len(pairs) - (charged["gpus"] > 1).sum() and not any("nccl" in p or "/ddp/" in p for p in one)
 
 
 def test_the_measured_cut_is_what_scales_the_fp32_e2e_jobs_and_its_medians_agree():

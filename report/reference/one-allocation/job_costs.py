@@ -15,7 +15,7 @@ section 18 (head-eeba841) and of section 19 (head-60b6739).
 Run from the project's root: job_costs.py SLICE [OUT] [--without RUN] ... (OUT defaults to
 SLICE/job_costs.csv). Each --without leaves out one run that is charged as measured (a folder of
 SLICE named in a charge_as_measured call below; any other name is an error). Leaving out the last
-run, or the last few, gives the costs as they were before it, which its README section compares with:
+run, or the last few, gives the costs as they were before them, which a README section compares with:
 job_costs.py SLICE /tmp/before.csv --without head-60b6739."""
 
 import argparse

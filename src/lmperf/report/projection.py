@@ -4,7 +4,7 @@
     python -m lmperf.report.projection project --jobs results/jobs.csv --gpus 4 \
         --costs report/reference/one-allocation/job_costs.csv --out results/projection.csv
     python -m lmperf.report.projection targets --jobs results/jobs.csv \
-        --costs report/reference/one-allocation/job_costs.csv   # TARGET:SECONDS for scripts/fill-slice
+        --costs report/reference/one-allocation/job_costs.csv --gpus 1   # TARGETS:SECONDS for scripts/fill-slice
 
 ``results/jobs.csv`` lists every measuring job of the grid in force: its benchmark file (the job's
 name), study and the GPUs it holds. ``--costs`` are job costs already measured, in the format of
@@ -60,11 +60,24 @@ def target(benchmark: str) -> str:
     return "results/" + benchmark.split("benchmarks/", 1)[-1].removesuffix(".tsv") + ".csv"
 
 
-def fill_slice_pairs(projected: pd.DataFrame) -> list[str]:
-    """Each job as scripts/fill-slice takes it, TARGET:SECONDS (its charged wall time, rounded up), in
-    the job list's order, which is the pipeline's: a ladder point's timed job before its checks, which
-    wait for it."""
-    return [f"{target(job)}:{math.ceil(wall)}" for job, wall in zip(projected["job"], projected["wall_s"])]
+def fill_slice_pairs(projected: pd.DataFrame, n_gpus: int | None = None) -> list[str]:
+    """The jobs as scripts/fill-slice takes them, TARGETS:SECONDS (their charged wall time, rounded up),
+    in the job list's order; with ``n_gpus``, only the jobs that fit that many GPUs (on fewer, a job
+    writes a skipped row, which a later run on more GPUs would take for done). A job that waits for
+    another (a ladder point's checks, ``ctxN``, for its timed job, ``ctxN-timed``) is one pair with
+    it, charged both: fill-slice may leave a pair for the next allocation and start a later one, which
+    would then run the job waited for too."""
+    if n_gpus is not None:
+        projected = projected[projected["gpus"] <= n_gpus]
+    walls = dict(zip(projected["job"], projected["wall_s"]))
+    pairs = []
+    for job, wall in walls.items():
+        if job.replace("-timed.tsv", ".tsv") != job and job.replace("-timed.tsv", ".tsv") in walls:
+            continue  # paired with the job that waits for it, below
+        first = job.replace(".tsv", "-timed.tsv")
+        jobs = [first, job] if first in walls else [job]
+        pairs.append(f"{','.join(map(target, jobs))}:{math.ceil(sum(walls[j] for j in jobs))}")
+    return pairs
 
 
 def kind(job: str) -> str:
@@ -210,13 +223,14 @@ def main(argv=None) -> None:
     projecting.add_argument("--costs", nargs="+", required=True, help="measured job costs (lmperf.report.cost CSVs)")
     projecting.add_argument("--gpus", type=int, required=True, help="GPUs of the machine to project onto")
     projecting.add_argument("--out", required=True, help="the per-study table, and the total with its wall time")
-    pairing = sub.add_parser("targets", help="print each job as scripts/fill-slice takes it, TARGET:SECONDS")
+    pairing = sub.add_parser("targets", help="print the jobs as scripts/fill-slice takes them, TARGETS:SECONDS")
     pairing.add_argument("--jobs", required=True, help="the grid's job list (results/jobs.csv)")
     pairing.add_argument("--costs", nargs="+", required=True, help="measured job costs (lmperf.report.cost CSVs)")
+    pairing.add_argument("--gpus", type=int, default=None, help="leave out the jobs that need more GPUs than this")
     args = p.parse_args(argv)
     if args.command == "targets":
         costs = pd.concat([pd.read_csv(path) for path in args.costs], ignore_index=True)
-        print(" ".join(fill_slice_pairs(project(pd.read_csv(args.jobs), costs))))
+        print(" ".join(fill_slice_pairs(project(pd.read_csv(args.jobs), costs), args.gpus)))
         return
     from lmperf.measure.rows import write_csv_atomic  # here, not above: importing lmperf.measure imports torch
 
