@@ -71,8 +71,8 @@ def fill_slice_pairs(projected: pd.DataFrame, n_gpus: int | None = None) -> list
         projected = projected[projected["gpus"] <= n_gpus]
     walls = dict(zip(projected["job"], projected["wall_s"]))
     pairs = []
-    for job, wall in walls.items():
-        if job.replace("-timed.tsv", ".tsv") != job and job.replace("-timed.tsv", ".tsv") in walls:
+    for job in walls:
+        if job.endswith("-timed.tsv") and job.replace("-timed.tsv", ".tsv") in walls:
             continue  # paired with the job that waits for it, below
         first = job.replace(".tsv", "-timed.tsv")
         jobs = [first, job] if first in walls else [job]
