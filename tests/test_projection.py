@@ -148,13 +148,18 @@ def earlier_wall(job: str, run: str) -> float:
     return benchmark_wall([r for r in earlier if (r / job).exists()][-1] / job)
 
 
+def job_costs(out: Path, *without: str, **run) -> subprocess.CompletedProcess:
+    """job_costs.py run from the project's root, its costs written to ``out``, each run of ``without``
+    left out (``--without``); ``run`` are subprocess.run's options."""
+    script = [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)]
+    return subprocess.run([*script, *(arg for r in without for arg in ("--without", r))], cwd=ROOT, **run)
+
+
 @functools.cache
 def _costs_without(runs: tuple[str, ...]) -> pd.DataFrame:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "job_costs.csv"
-        script = [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)]
-        without = [arg for run in runs for arg in ("--without", run)]
-        subprocess.run([*script, *without], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        job_costs(out, *runs, check=True, stdout=subprocess.DEVNULL)
         return pd.read_csv(out)
 
 
@@ -395,9 +400,7 @@ def test_the_committed_job_costs_are_what_job_costs_py_makes_of_the_committed_fi
     """job_costs.csv is job_costs.py's output from the slices' files, unchanged: a cost edited by hand,
     or a slice added without running it, fails here."""
     out = tmp_path / "job_costs.csv"
-    subprocess.run(
-        [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)], cwd=ROOT, check=True
-    )
+    job_costs(out, check=True)
     pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(SLICE / "job_costs.csv"))
 
 
@@ -1606,7 +1609,6 @@ def test_job_costs_refuses_a_run_it_does_not_charge_by_name(tmp_path):
     """--without names a run charged as measured; any other name is an error that names it, and no
     costs are written."""
     out = tmp_path / "job_costs.csv"
-    script = [sys.executable, str(SLICE / "job_costs.py"), str(SLICE.relative_to(ROOT)), str(out)]
-    proc = subprocess.run([*script, "--without", "head-0000000"], cwd=ROOT, capture_output=True, text=True)
+    proc = job_costs(out, "head-0000000", capture_output=True, text=True)
     assert proc.returncode == 2 and "--without head-0000000: not a run charged as measured" in proc.stderr
     assert not out.exists()
